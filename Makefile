@@ -1,0 +1,35 @@
+# Two commands a newcomer needs: `make run` (the daemon on params.py) and `make test`.
+# Both create the virtualenv in .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+PYTEST_ARGS ?=
+# Tests that need PostgreSQL use this URL, and skip with the reason when it is unreachable.
+export PARSER_TEST_PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
+
+.PHONY: run once test lint bench clean-venv
+
+$(VENV)/.ready: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+run: $(VENV)/.ready
+	$(BIN)/python run_daemon.py $(ARGS)
+
+once: $(VENV)/.ready
+	$(BIN)/python run_daemon.py --once $(ARGS)
+
+test: $(VENV)/.ready
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.ready
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.ready
+	$(BIN)/python -m bench.run_all $(ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

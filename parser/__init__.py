@@ -1,0 +1,5 @@
+"""A daemon that collects feeds and web pages into a SQL database.
+
+The data flows one way: source -> fetch -> parse (protocol adapter) -> record ->
+uniqueness check -> staging CSV -> flush -> database.
+"""

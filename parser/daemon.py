@@ -1,0 +1,322 @@
+"""The loop: poll due sources concurrently, stage their new records, flush on FLUSH_INTERVAL.
+
+This is the one place that strings fetch -> parse -> uniqueness -> staging -> flush together.
+Fetching and parsing run in worker threads; everything that writes (staging, hash files,
+state, logs) runs in the main thread, one source's result at a time, so nothing needs a lock.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from db.store import Database
+
+from . import logs
+from .adapters import Parsed
+from .adapters import feed as feed_adapter
+from .errors import FetchError, ParseError, StorageError
+from .fetch import Fetcher, FetchResult
+from .lock import FolderLock
+from .record import RECORD_FIELDS, now_iso
+from .settings import Settings, Source
+from .sink import Sink
+from .state import SourceState, load_states, save_states
+from .urls import redact_url
+
+log = logging.getLogger("parser")
+MAX_BACKOFF = 24 * 3600.0
+RETRY_AFTER_MAX = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    once: bool = False
+    sources: tuple[str, ...] = ()   # empty: every enabled source
+    dry_run: bool = False
+
+
+@dataclass
+class PollOutcome:
+    """What a worker hands back to the main thread for one source."""
+    source: Source
+    seconds: float
+    result: FetchResult | None = None
+    parsed: Parsed | None = None
+    error: str | None = None
+    fetch_error: FetchError | None = None
+
+
+@dataclass
+class CycleSummary:
+    polled: int = 0
+    not_modified: int = 0
+    errors: int = 0
+    new: int = 0
+    duplicates: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
+    """Enabled sources, or exactly the named ones (named but disabled still runs: the user asked)."""
+    if not names:
+        return [s for s in settings.sources if s.enabled]
+    by_name = {s.name: s for s in settings.sources}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"no source named {', '.join(map(repr, unknown))} in {settings.params_path.name}"
+                         f" (sources: {', '.join(by_name) or 'none'})")
+    return [by_name[n] for n in dict.fromkeys(names)]
+
+
+class Daemon:
+    def __init__(self, settings: Settings, options: RunOptions, *, stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.time, out: TextIO = sys.stdout):
+        self.settings = settings
+        self.options = options
+        self.stop = stop or threading.Event()
+        self.clock = clock
+        self.out = out
+        self.sources = select_sources(settings, options.sources)
+        self.lock = FolderLock(settings.staging_dir)
+        self.state_path = settings.staging_dir / "state.json"
+        self.states: dict[str, SourceState] = {}
+        self.sink: Sink | None = None
+        self.db: Database | None = None
+        self.fetcher: Fetcher | None = None
+        self.pool: ThreadPoolExecutor | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run until stopped (or one cycle with --once); return the process exit code."""
+        s = self.settings
+        if self.options.dry_run:
+            logs.setup(None)
+        else:
+            logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups)
+            self.lock.acquire()
+        try:
+            self._open()
+            return self._loop()
+        finally:
+            self._close()
+
+    def _open(self) -> None:
+        s = self.settings
+        self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
+                               max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
+                               pool_size=s.concurrency, stop=self.stop)
+        self.pool = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="fetch")
+        if self.options.dry_run:
+            return
+        self.states = load_states(self.state_path)
+        self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
+                         staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
+                         dedup_mode=s.dedup, algorithm=s.hash)
+        self.db = Database(s.db_url)
+        log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
+                 redact_url(s.db_url), os.getpid())
+
+    def _close(self) -> None:
+        if self.pool:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.fetcher:
+            self.fetcher.close()
+        if self.sink:
+            self.sink.close()
+        if self.db:
+            self.db.close()
+        self.lock.release()
+
+    def _loop(self) -> int:
+        s = self.settings
+        flush_ok = self.flush("start") if not self.options.dry_run else True  # a crash's leftovers first
+        next_flush = self.clock() + s.flush_interval
+        while not self.stop.is_set():
+            due = self._due_sources()
+            if due:
+                self.run_cycle(due)
+            if self.options.once:
+                break
+            if self.clock() >= next_flush:
+                self.flush("interval")
+                next_flush = self.clock() + s.flush_interval
+            self.stop.wait(self._seconds_until_next(next_flush))
+        if self.options.dry_run:
+            return 0
+        flush_ok = self.flush("stop" if not self.options.once else "once")
+        if self.stop.is_set():
+            log.info("stopped on signal; staged records flushed" if flush_ok else
+                     "stopped on signal; the flush failed, records stay in staging")
+        return 0 if flush_ok or not self.options.once else 1
+
+    def _due_sources(self) -> list[Source]:
+        now = self.clock()
+        due = []
+        for source in self.sources:
+            state = self._state(source)
+            if state.not_before > now:
+                if self.options.once:
+                    log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)",
+                             source.name, state.not_before - now)
+                continue
+            if self.options.once or state.next_due <= now:
+                due.append(source)
+        return due
+
+    def _seconds_until_next(self, next_flush: float) -> float:
+        now = self.clock()
+        upcoming = [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
+        soonest = min([next_flush, *upcoming])
+        return min(max(soonest - now, 0.05), 60.0)
+
+    def _state(self, source: Source) -> SourceState:
+        state = self.states.get(source.name)
+        if state is None or state.url != source.url:
+            state = self.states[source.name] = SourceState(url=source.url)
+        return state
+
+    # -- one cycle ----------------------------------------------------------------------------
+    def run_cycle(self, due: list[Source]) -> CycleSummary:
+        started = time.monotonic()
+        summary = CycleSummary()
+        pending: dict[Future, Source] = {}
+        for source in due:
+            state = self._state(source)
+            pending[self.pool.submit(self._poll, source, state.etag, state.last_modified)] = source
+        while pending and not self.stop.is_set():
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                source = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except Exception as exc:  # a bug in a worker is that source's error, not the daemon's
+                    outcome = PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}")
+                    log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
+                self._absorb(outcome, summary)
+        for future in pending:  # stopping: abandon what has not finished
+            future.cancel()
+        if not self.options.dry_run:
+            self.sink.save()
+            save_states(self.state_path, self.states)
+        log.info("cycle: %d sources in %.2f s: %d new records, %d duplicates, %d not modified, %d errors",
+                 summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
+                 summary.not_modified, summary.errors)
+        return summary
+
+    def _poll(self, source: Source, etag: str | None, last_modified: str | None) -> PollOutcome:
+        """Worker thread: fetch and parse one source. Touches no shared state."""
+        started = time.monotonic()
+        outcome = PollOutcome(source=source, seconds=0.0)
+        try:
+            result = self.fetcher.get(source.url, headers=source.headers, etag=etag,
+                                      last_modified=last_modified)
+            outcome.result = result
+            if not result.not_modified:
+                outcome.parsed = feed_adapter.parse(result.body, url=result.url, headers=result.headers,
+                                                    source=source, fetched=now_iso(self.clock))
+        except FetchError as exc:
+            outcome.error, outcome.fetch_error = str(exc), exc
+        except ParseError as exc:
+            outcome.error = str(exc)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _absorb(self, outcome: PollOutcome, summary: CycleSummary) -> None:
+        """Main thread: stage one source's records, then update its state and write its log lines."""
+        source, now = outcome.source, self.clock()
+        summary.polled += 1
+        if self.options.dry_run:
+            self._print_dry_run(outcome)
+            return
+        state = self._state(source)
+        if outcome.error is not None:
+            self._failed(source, state, outcome, now)
+            summary.errors += 1
+            return
+        result = outcome.result
+        if result.moved_to:
+            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(result.moved_to)}"
+                            " (update its url in params.py)")
+            log.info("%s  moved permanently to %s", source.name, redact_url(result.moved_to))
+        if result.not_modified:
+            log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
+            summary.not_modified += 1
+            state.last_outcome = "304"
+        else:
+            staged = self.sink.stage(outcome.parsed.records)  # StorageError here is critical: let it rise
+            for warning in outcome.parsed.warnings:
+                logs.error_line(source.name, source.url, warning)
+            log.info("%s  new %d  duplicates %d  %.2f s", source.name, len(staged.new), staged.duplicates,
+                     outcome.seconds)
+            summary.new += len(staged.new)
+            summary.duplicates += staged.duplicates
+            state.last_outcome = f"new {len(staged.new)}"
+            # Validators are kept only now that the records they cover are staged.
+            state.etag, state.last_modified = result.etag, result.last_modified
+        if state.failures >= self.settings.dead_after:
+            log.info("%s  back after %d failures", source.name, state.failures)
+        state.failures = 0
+        state.next_due = now + source.interval
+
+    def _failed(self, source: Source, state: SourceState, outcome: PollOutcome, now: float) -> None:
+        state.failures += 1
+        state.last_outcome = f"error: {outcome.error}"
+        logs.error_line(source.name, source.url, outcome.error)
+        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds)
+        delay = source.interval
+        dead_after = self.settings.dead_after
+        exc = outcome.fetch_error
+        if state.failures >= dead_after:
+            delay = min(source.interval * 2 ** (state.failures - dead_after + 1), max(MAX_BACKOFF, source.interval))
+            if state.failures == dead_after:
+                why = "gone" if exc is not None and exc.status == 410 else "dead"
+                log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, why,
+                         state.failures)
+                logs.error_line(source.name, source.url, f"marked {why} after {state.failures} failures in a "
+                                f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
+        elif exc is not None and exc.status == 410:
+            delay = max(delay, MAX_BACKOFF / 4)  # gone: ask rarely, but keep asking
+        if exc is not None and exc.retry_after is not None:
+            wait_s = min(exc.retry_after, RETRY_AFTER_MAX)
+            state.not_before = now + wait_s
+            delay = max(delay, wait_s)
+        state.next_due = now + delay
+
+    def _print_dry_run(self, outcome: PollOutcome) -> None:
+        name = outcome.source.name
+        if outcome.error is not None:
+            print(f"# {name}: error: {outcome.error}", file=self.out)
+        elif outcome.result.not_modified:
+            print(f"# {name}: not modified", file=self.out)
+        else:
+            records = outcome.parsed.records
+            print(f"# {name}: {len(records)} records (uniqueness not checked in a dry run)", file=self.out)
+            for record in records:
+                print(json.dumps(record, ensure_ascii=False), file=self.out)
+        self.out.flush()
+
+    # -- flush --------------------------------------------------------------------------------
+    def flush(self, why: str) -> bool:
+        """Staged records into the database; on failure they stay staged and the next flush retries."""
+        try:
+            written, already = self.sink.flush(self.db)
+        except StorageError as exc:
+            pending = self.sink.staging.pending_rows()
+            logs.error_line("flush", redact_url(self.settings.db_url),
+                            f"{exc}; {pending} records kept in staging for the next flush")
+            log.info("flush (%s) failed: %s", why, exc)
+            return False
+        if written or already or why != "start":
+            log.info("flush (%s): %d rows written to items%s", why, written,
+                     f", {already} already stored" if already else "")
+        return True
+

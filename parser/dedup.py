@@ -1,0 +1,230 @@
+"""Uniqueness checks: has a record with this hash been staged before?
+
+Three implementations behind one small interface, chosen by DEDUP:
+- HashFile ("hashfile"): an append-only file of hex digests, a line each, as the record of truth,
+  with a persisted Bloom filter in front. A Bloom miss means new, at once. A Bloom hit is
+  confirmed by scanning the file newest-first, in blocks: a real duplicate is nearly always recent,
+  so it is found in the first block; a false positive (rate 1e-6) costs one full scan. So a check
+  costs the same with two million stored hashes as with none, and no new record is ever dropped.
+- BloomOnly ("bloom"): the filter alone; a false positive drops a new record (rate 1e-6).
+- NoDedup ("off"): everything is new; the database's unique hash column still refuses copies.
+
+Ordering rule for crash safety: a hash is added only after its record is durably staged. The
+files here may lag the staging CSV, never lead it, and the database's unique constraint absorbs
+whatever a crash re-stages.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from pybloom_live import ScalableBloomFilter
+
+from .errors import StorageError
+
+log = logging.getLogger("parser")
+
+BLOOM_CAPACITY = 1_000_000
+BLOOM_ERROR = 1e-6
+SCAN_BLOCK_LINES = 16_384  # ~1 MiB of sha224 lines per read when confirming a Bloom hit
+
+
+class Uniqueness(Protocol):
+    def is_new(self, digest: str) -> bool: ...
+    def add(self, digests: Iterable[str]) -> None: ...
+    def save(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes") -> Uniqueness:
+    """The uniqueness check for DEDUP `mode`, keeping its files in `folder` under `stem`."""
+    if mode == "off":
+        return NoDedup()
+    if mode == "bloom":
+        return BloomOnly(folder / f"{stem}.bloom")
+    return HashFile(folder / f"{stem}.txt", hashlib.new(algorithm).digest_size * 2)
+
+
+class NoDedup:
+    def is_new(self, digest: str) -> bool:
+        return True
+
+    def add(self, digests: Iterable[str]) -> None:
+        pass
+
+    def save(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _new_bloom() -> ScalableBloomFilter:
+    return ScalableBloomFilter(initial_capacity=BLOOM_CAPACITY, error_rate=BLOOM_ERROR,
+                               mode=ScalableBloomFilter.LARGE_SET_GROWTH)
+
+
+def _load_bloom(path: Path) -> ScalableBloomFilter | None:
+    try:
+        with open(path, "rb") as f:
+            return ScalableBloomFilter.fromfile(f)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a torn or foreign file: rebuild rather than trust it
+        log.warning("Bloom filter %s unreadable (%s); rebuilding it", path.name, exc)
+        return None
+
+
+def _save_bloom(bloom: ScalableBloomFilter, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        bloom.tofile(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class BloomOnly:
+    def __init__(self, path: Path):
+        self.path = path
+        self.bloom = _load_bloom(path) or _new_bloom()
+        self.dirty = False
+
+    def is_new(self, digest: str) -> bool:
+        return digest not in self.bloom
+
+    def add(self, digests: Iterable[str]) -> None:
+        for d in digests:
+            self.bloom.add(d)
+            self.dirty = True
+
+    def save(self) -> None:
+        if self.dirty:
+            _save_bloom(self.bloom, self.path)
+            self.dirty = False
+
+    def close(self) -> None:
+        self.save()
+
+
+class HashFile:
+    """hashes.txt (the truth, append-only) + hashes.bloom (a cache of it) + hashes.bloom.json (how much of
+    the file the saved filter covers, so a restart only adds the lines written since)."""
+
+    def __init__(self, path: Path, hex_length: int):
+        self.path = path
+        self.line_length = hex_length + 1
+        self.bloom_path = path.with_suffix(".bloom")
+        self.meta_path = path.with_suffix(".bloom.json")
+        self.repaired = self._repair_torn_tail()
+        self._check_width()
+        self.bloom, covered = self._load_or_rebuild()
+        self.file = open(self.path, "ab")
+        self.covered = covered  # bytes of the file the in-memory filter holds
+        self.dirty = False
+
+    # -- start-up -------------------------------------------------------------------------
+    def _repair_torn_tail(self) -> int:
+        """Cut a partial last line left by a crash mid-write; return the bytes dropped."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        torn = size % self.line_length
+        if torn == 0 and size:
+            with open(self.path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    torn = self.line_length  # right length but no newline: not a whole line
+        if torn:
+            with open(self.path, "r+b") as f:
+                f.truncate(size - torn)
+            log.warning("repaired %s: dropped a torn last line (%d bytes)", self.path.name, torn)
+        return torn
+
+    def _check_width(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                first = f.readline()
+        except FileNotFoundError:
+            return
+        if first and len(first) != self.line_length:
+            raise StorageError(
+                f"{self.path} holds digests of {len(first) - 1} characters but HASH gives "
+                f"{self.line_length - 1}: set HASH back or move the file away to start a new history")
+
+    def _load_or_rebuild(self) -> tuple[ScalableBloomFilter, int]:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        bloom, covered = None, 0
+        try:
+            meta = json.loads(self.meta_path.read_text())
+            covered = int(meta["covers_bytes"])
+            if covered <= size:
+                bloom = _load_bloom(self.bloom_path)
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            pass
+        if bloom is None:
+            bloom, covered = _new_bloom(), 0
+            if size:
+                log.info("building the Bloom filter from %s (%d hashes)", self.path.name,
+                         size // self.line_length)
+        if covered < size:
+            with open(self.path, "rb") as f:
+                f.seek(covered)
+                for line in f:
+                    bloom.add(line[:-1].decode("ascii"))
+            covered = size
+        return bloom, covered
+
+    # -- the interface ----------------------------------------------------------------------
+    def is_new(self, digest: str) -> bool:
+        if digest not in self.bloom:
+            return True
+        return not self._in_file(digest)
+
+    def add(self, digests: Iterable[str]) -> None:
+        digests = list(digests)
+        data = b"".join(d.encode("ascii") + b"\n" for d in digests)
+        if not data:
+            return
+        self.file.write(data)
+        self.file.flush()
+        for d in digests:
+            self.bloom.add(d)
+        self.covered += len(data)
+        self.dirty = True
+
+    def save(self) -> None:
+        """Persist the filter with how much of the file it covers (filter first: the meta may only lag)."""
+        if not self.dirty:
+            return
+        _save_bloom(self.bloom, self.bloom_path)
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"covers_bytes": self.covered}))
+        os.replace(tmp, self.meta_path)
+        self.dirty = False
+
+    def close(self) -> None:
+        self.save()
+        self.file.close()
+
+    def _in_file(self, digest: str) -> bool:
+        """Scan the file from its end in line-aligned blocks; lines are fixed-width, so a match of
+        'digest\\n' is always one whole line."""
+        needle = digest.encode("ascii") + b"\n"
+        block = SCAN_BLOCK_LINES * self.line_length
+        with open(self.path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            end -= end % self.line_length
+            while end > 0:
+                start = max(0, end - block)
+                f.seek(start)
+                if needle in f.read(end - start):
+                    return True
+                end = start
+        return False

@@ -1,0 +1,270 @@
+"""HTTP (and file) fetching with the limits a long-running daemon needs.
+
+Only this module talks to the network. It turns every outcome into either a FetchResult or one
+FetchError whose message a person understands. Limits are enforced where the bytes come in: a
+timeout per read, a total deadline per fetch, a cap on the body after decompression, a cap on
+redirects, and at most PER_HOST connections to one host at a time.
+"""
+from __future__ import annotations
+
+import email.utils
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+from urllib.request import url2pathname
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+
+from .errors import FetchError
+
+CHUNK = 64 * 1024
+PERMANENT_REDIRECTS = (301, 308)
+REDIRECTS = (301, 302, 303, 307, 308)
+# Answers that will not change by asking again soon: the source is gone or forbidden to us.
+PERMANENT_FAILURES = (404, 410)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    url: str                      # final address, after redirects
+    status: int                   # 200-range, or 304 when nothing changed
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)  # lower-cased names
+    etag: str | None = None
+    last_modified: str | None = None
+    moved_to: str | None = None   # set when a 301/308 was followed: the new permanent address
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+
+def human_size(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _seconds(x: float) -> str:
+    return f"{x:g} s"
+
+
+class HostLimiter:
+    """At most `per_host` fetches to one host:port at a time, whatever the pool size."""
+
+    def __init__(self, per_host: int):
+        self.per_host = per_host
+        self._lock = threading.Lock()
+        self._semaphores: dict[str, threading.BoundedSemaphore] = {}
+
+    def slot(self, url: str) -> threading.BoundedSemaphore:
+        parts = urlsplit(url)
+        key = f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
+        with self._lock:
+            sem = self._semaphores.get(key)
+            if sem is None:
+                sem = self._semaphores[key] = threading.BoundedSemaphore(self.per_host)
+            return sem
+
+
+class Fetcher:
+    """One pooled requests session shared by the worker threads."""
+
+    def __init__(self, *, user_agent: str, timeout: float, deadline: float, max_bytes: int,
+                 max_redirects: int, per_host: int, pool_size: int = 32,
+                 stop: threading.Event | None = None):
+        self.timeout = timeout
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.max_redirects = max_redirects
+        self.limiter = HostLimiter(per_host)
+        self.stop = stop or threading.Event()
+        self.session = requests.Session()
+        self.session.headers.update({
+            "User-Agent": user_agent,
+            "Accept-Encoding": "gzip, deflate",
+            "Accept": "application/atom+xml, application/rss+xml, application/rdf+xml, application/feed+json,"
+                      " application/json;q=0.9, application/xml;q=0.9, text/xml;q=0.9, */*;q=0.8",
+        })
+        # requests would read the proxy settings of the environment; a daemon keeps to its config.
+        self.session.trust_env = False
+        adapter = HTTPAdapter(pool_connections=max(pool_size, 10), pool_maxsize=per_host, max_retries=0)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
+            last_modified: str | None = None, accept: str | None = None) -> FetchResult:
+        """Fetch `url`, conditionally when etag/last_modified are known. Raises FetchError."""
+        if url.startswith("file:"):
+            return _read_file(url, self.max_bytes, last_modified)
+        request_headers = dict(headers or {})
+        if accept:
+            request_headers["Accept"] = accept
+        if etag:
+            request_headers["If-None-Match"] = etag
+        if last_modified:
+            request_headers["If-Modified-Since"] = last_modified
+        deadline = time.monotonic() + self.deadline
+        seen = {url}
+        current = url
+        only_permanent_hops = True  # the source has moved only if every hop said so
+        for _hop in range(self.max_redirects + 1):
+            with self.limiter.slot(current):
+                response = self._open(current, request_headers)
+                try:
+                    if response.status_code in REDIRECTS and "location" in response.headers:
+                        target = urljoin(current, response.headers["location"])
+                        if urlsplit(target).scheme not in ("http", "https"):
+                            raise FetchError(f"redirect to a non-HTTP address: {target}",
+                                             status=response.status_code)
+                        if target in seen:
+                            raise FetchError(f"redirect loop at {target}", status=response.status_code)
+                        only_permanent_hops &= response.status_code in PERMANENT_REDIRECTS
+                        seen.add(target)
+                        current = target
+                        continue
+                    moved_to = current if current != url and only_permanent_hops else None
+                    return self._finish(response, current, deadline, moved_to)
+                finally:
+                    response.close()
+        raise FetchError(f"more than {self.max_redirects} redirects")
+
+    def _open(self, url: str, headers: Mapping[str, str]) -> requests.Response:
+        try:
+            return self.session.get(url, headers=headers, stream=True, allow_redirects=False,
+                                    timeout=(self.timeout, self.timeout))
+        except requests.exceptions.ConnectTimeout:
+            raise FetchError(f"connect timed out after {_seconds(self.timeout)}") from None
+        except requests.exceptions.ReadTimeout:
+            raise FetchError(f"read timed out after {_seconds(self.timeout)}") from None
+        except requests.exceptions.SSLError as exc:
+            raise FetchError(f"TLS error: {_root_cause(exc)}") from None
+        except requests.exceptions.ConnectionError as exc:
+            raise FetchError(_connection_message(exc, url)) from None
+        except requests.exceptions.RequestException as exc:
+            raise FetchError(f"request failed: {_root_cause(exc)}") from None
+
+    def _finish(self, response: requests.Response, url: str, deadline: float,
+                moved_to: str | None) -> FetchResult:
+        status = response.status_code
+        headers = {k.lower(): v for k, v in response.headers.items()}
+        if status == 304:
+            return FetchResult(url=url, status=304, headers=headers, moved_to=moved_to,
+                               etag=headers.get("etag"), last_modified=headers.get("last-modified"))
+        if status >= 400 or status < 200:
+            raise FetchError(_status_line(status), status=status, permanent=status in PERMANENT_FAILURES,
+                             retry_after=_retry_after(headers.get("retry-after"))
+                             if status in (429, 503) else None)
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes and "content-encoding" not in headers:
+            raise FetchError(f"response over {human_size(self.max_bytes)} "
+                             f"(Content-Length {human_size(int(declared))})", status=status)
+        body = self._read_body(response.raw, deadline)
+        return FetchResult(url=url, status=status, body=body, headers=headers, moved_to=moved_to,
+                           etag=headers.get("etag"), last_modified=headers.get("last-modified"))
+
+    def _read_body(self, raw: urllib3.HTTPResponse, deadline: float) -> bytes:
+        """Read the decompressed body in single socket reads, so the deadline and cap are checked often."""
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while True:
+                if self.stop.is_set():
+                    raise FetchError("abandoned: the daemon is stopping")
+                if time.monotonic() > deadline:
+                    raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
+                                     f"(server sends too slowly; {human_size(size)} received)")
+                chunk = raw.read1(CHUNK, decode_content=True)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise FetchError(f"response over {human_size(self.max_bytes)}")
+                chunks.append(chunk)
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+            raise FetchError(f"read timed out after {_seconds(self.timeout)}") from None
+        except urllib3.exceptions.DecodeError as exc:
+            raise FetchError(f"body does not decompress: {_root_cause(exc)}") from None
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise FetchError(f"connection broke while reading: {_root_cause(exc)}") from None
+        return b"".join(chunks)
+
+
+def _read_file(url: str, max_bytes: int, last_modified: str | None) -> FetchResult:
+    """file:// sources: the file's mtime plays Last-Modified, so an unchanged file is a 304."""
+    path = Path(url2pathname(urlsplit(url).path))
+    try:
+        stat = path.stat()
+        stamp = email.utils.formatdate(stat.st_mtime, usegmt=True) + f" ({stat.st_mtime_ns})"
+        if last_modified == stamp:
+            return FetchResult(url=url, status=304, last_modified=stamp)
+        if stat.st_size > max_bytes:
+            raise FetchError(f"file over {human_size(max_bytes)}")
+        with open(path, "rb") as f:
+            body = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise FetchError(f"file not found: {path}", permanent=True) from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise FetchError(f"file cannot be read: {exc.strerror}: {path}") from None
+    if len(body) > max_bytes:
+        raise FetchError(f"file over {human_size(max_bytes)}")
+    content_type = "application/json" if path.suffix == ".json" else "application/xml"
+    return FetchResult(url=url, status=200, body=body, last_modified=stamp,
+                       headers={"content-type": content_type})
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"HTTP {status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds or an HTTP date); None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__context__ is not None and exc.__context__ is not exc and len(str(exc)) > 150:
+        exc = exc.__context__
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 200 else text[:197] + "..."
+
+
+def _connection_message(exc: BaseException, url: str) -> str:
+    text = repr(exc)
+    host = urlsplit(url).hostname
+    if "Name or service not known" in text or "nodename nor servname" in text or "NameResolutionError" in text \
+            or "Temporary failure in name resolution" in text:
+        return f"host not found: {host}"
+    if "Connection refused" in text or "ConnectionRefused" in text:
+        return f"connection refused by {host}"
+    if "timed out" in text:
+        return "connect timed out"
+    if "RemoteDisconnected" in text or "Connection aborted" in text:
+        return f"{host} closed the connection without answering"
+    if "Network is unreachable" in text:
+        return f"network unreachable for {host}"
+    return f"connection failed: {_root_cause(exc)}"
+

@@ -1,0 +1,282 @@
+"""Reads a project's params.py once, checks every value, and returns one immutable Settings.
+
+Nothing else in the project reads params.py. Every problem is reported with the setting's name
+before anything is created on disk, so a typo never leaves half a project behind.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import SettingsError
+from .record import RECORD_FIELDS
+
+MiB = 1024 * 1024
+DEDUP_MODES = ("hashfile", "bloom", "off")
+HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One cyclic source: an address whose content changes."""
+    name: str
+    url: str
+    enabled: bool = True
+    interval: float = 600.0
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    tags: tuple[str, ...] = ()
+    max_items: int = 50
+
+
+@dataclass(frozen=True)
+class Settings:
+    params_path: Path
+    db_url: str
+    staging_dir: Path
+    log_dir: Path
+    poll_interval: float
+    flush_interval: float
+    sources: tuple[Source, ...]
+    unique_fields: tuple[str, ...]
+    hash: str
+    dedup: str
+    concurrency: int
+    per_host: int
+    user_agent: str
+    timeout: float
+    deadline: float
+    max_bytes: int
+    max_redirects: int
+    max_items: int
+    dead_after: int
+    log_max_bytes: int
+    log_backups: int
+
+
+# name -> default. The README's settings table is written from this list; keep them together.
+DEFAULTS: dict[str, Any] = {
+    "DB_URL": "sqlite:///db/items.db",
+    "STAGING_DIR": "staging",
+    "LOG_DIR": "logs",
+    "POLL_INTERVAL": 600,
+    "FLUSH_INTERVAL": 300,
+    "SOURCES": [],
+    "UNIQUE_FIELDS": ["link"],
+    "HASH": "sha224",
+    "DEDUP": "hashfile",
+    "CONCURRENCY": 32,
+    "PER_HOST": 2,
+    "USER_AGENT": "parser-daemon/0.1 (+feeds and pages into SQL)",
+    "TIMEOUT": 20,
+    "DEADLINE": 60,
+    "MAX_BYTES": 10 * MiB,
+    "MAX_REDIRECTS": 5,
+    "MAX_ITEMS": 50,
+    "DEAD_AFTER": 5,
+    "LOG_MAX_BYTES": 10 * MiB,
+    "LOG_BACKUPS": 5,
+}
+
+
+class _Problems:
+    """Collects every bad value so the user fixes them all in one go."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.lines: list[str] = []
+
+    def add(self, where: str, what: str) -> None:
+        self.lines.append(f"{self.filename}: {where}: {what}")
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise SettingsError("\n".join(self.lines))
+
+
+def load_settings(params_path: str | os.PathLike) -> Settings:
+    """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong."""
+    path = Path(params_path).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{path}: params file does not exist")
+    path = path.resolve()
+    values = _import_params(path)
+    return settings_from_dict(values, path)
+
+
+def _import_params(path: Path) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location(f"_params_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except Exception as exc:  # any error in the user's file is a settings error, with its line
+        tb = traceback.extract_tb(sys.exc_info()[2])
+        line = next((f.lineno for f in reversed(tb) if f.filename == str(path)), None)
+        where = f" (line {line})" if line else ""
+        raise SettingsError(f"{path}: does not import{where}: {type(exc).__name__}: {exc}") from None
+    return {k: v for k, v in vars(module).items() if k.isupper() and not k.startswith("_")}
+
+
+def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings:
+    """Validate UPPERCASE settings (as found in params.py) into Settings."""
+    problems = _Problems(params_path.name)
+    for name in values:
+        if name not in DEFAULTS:
+            close = difflib.get_close_matches(name, list(DEFAULTS), n=1)
+            hint = f", did you mean {close[0]}?" if close else " (your own helper values must be lowercase)"
+            problems.add(name, f"unknown setting{hint}")
+    v = {**DEFAULTS, **values}
+    base = params_path.parent
+
+    def check(name: str, test: Callable[[Any], bool], what: str) -> Any:
+        if not test(v[name]):
+            problems.add(name, f"{what}, got {v[name]!r}")
+        return v[name]
+
+    check("DB_URL", lambda x: isinstance(x, str) and "://" in x, "must be an SQLAlchemy URL string")
+    for name in ("STAGING_DIR", "LOG_DIR"):
+        check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path")
+    for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE"):
+        check(name, _positive_number, "must be a number of seconds above 0")
+    for name in ("CONCURRENCY", "PER_HOST", "MAX_BYTES", "MAX_ITEMS", "DEAD_AFTER", "LOG_MAX_BYTES"):
+        check(name, _positive_int, "must be a whole number above 0")
+    for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
+        check(name, lambda x: _int(x) and x >= 0, "must be a whole number, 0 or more")
+    check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
+    check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
+    check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "", "must be a non-empty string")
+    unique = check("UNIQUE_FIELDS",
+                   lambda x: isinstance(x, (list, tuple)) and len(x) > 0 and all(f in RECORD_FIELDS for f in x),
+                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)})")
+    if isinstance(v["DEADLINE"], (int, float)) and isinstance(v["TIMEOUT"], (int, float)) \
+            and v["DEADLINE"] < v["TIMEOUT"]:
+        problems.add("DEADLINE", f"must be at least TIMEOUT ({v['TIMEOUT']}), got {v['DEADLINE']!r}")
+
+    sources = _check_sources(v["SOURCES"], v, base, problems)
+    problems.raise_if_any()
+
+    return Settings(
+        params_path=params_path,
+        db_url=_resolve_db_url(v["DB_URL"], base),
+        staging_dir=_resolve(v["STAGING_DIR"], base),
+        log_dir=_resolve(v["LOG_DIR"], base),
+        poll_interval=float(v["POLL_INTERVAL"]),
+        flush_interval=float(v["FLUSH_INTERVAL"]),
+        sources=tuple(sources),
+        unique_fields=tuple(unique),
+        hash=v["HASH"],
+        dedup=v["DEDUP"],
+        concurrency=v["CONCURRENCY"],
+        per_host=v["PER_HOST"],
+        user_agent=v["USER_AGENT"],
+        timeout=float(v["TIMEOUT"]),
+        deadline=float(v["DEADLINE"]),
+        max_bytes=v["MAX_BYTES"],
+        max_redirects=v["MAX_REDIRECTS"],
+        max_items=v["MAX_ITEMS"],
+        dead_after=v["DEAD_AFTER"],
+        log_max_bytes=v["LOG_MAX_BYTES"],
+        log_backups=v["LOG_BACKUPS"],
+    )
+
+
+def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Problems) -> list[Source]:
+    if not isinstance(raw, (list, tuple)):
+        problems.add("SOURCES", f"must be a list of dicts, got {type(raw).__name__}")
+        return []
+    sources: list[Source] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            problems.add(f"SOURCES[{i}]", f"must be a dict, got {type(item).__name__}")
+            continue
+        name = item.get("name")
+        where = f"SOURCES[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
+        for key in item:
+            if key not in SOURCE_KEYS:
+                close = difflib.get_close_matches(str(key), SOURCE_KEYS, n=1)
+                hint = f", did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(SOURCE_KEYS)})"
+                problems.add(where, f"unknown key {key!r}{hint}")
+        if not isinstance(name, str) or not name.strip():
+            problems.add(where, "name must be a non-empty string")
+            continue
+        if name in seen:
+            problems.add(where, f"duplicate source name {name!r}")
+        seen.add(name)
+        url = item.get("url")
+        resolved = _source_url(url, base)
+        if resolved is None:
+            problems.add(where, f"url must be an http(s) URL, a file:// URL or a file path, got {url!r}")
+        enabled = item.get("enabled", True)
+        if not isinstance(enabled, bool):
+            problems.add(where, f"enabled must be True or False, got {enabled!r}")
+        interval = item.get("interval", v["POLL_INTERVAL"])
+        if not _positive_number(interval):
+            problems.add(where, f"interval must be a number of seconds above 0, got {interval!r}")
+        headers = item.get("headers", {})
+        if not (isinstance(headers, Mapping) and all(isinstance(k, str) and isinstance(x, str)
+                                                     for k, x in headers.items())):
+            problems.add(where, "headers must be a dict of strings")
+            headers = {}
+        tags = item.get("tags", [])
+        if not (isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)):
+            problems.add(where, "tags must be a list of strings")
+            tags = []
+        max_items = item.get("max_items", v["MAX_ITEMS"])
+        if not _positive_int(max_items):
+            problems.add(where, f"max_items must be a whole number above 0, got {max_items!r}")
+        if resolved is not None:
+            sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
+                                  if _positive_number(interval) else 600.0,
+                                  headers=MappingProxyType(dict(headers)), tags=tuple(tags),
+                                  max_items=max_items if _positive_int(max_items) else 50))
+    return sources
+
+
+def _source_url(url: Any, base: Path) -> str | None:
+    """http(s) and file URLs pass; a plain path becomes a file:// URL relative to params.py."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        return url if parts.hostname else None
+    if parts.scheme == "file":
+        return url
+    if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
+        return (base / url).resolve().as_uri()
+    return None
+
+
+def _resolve(path: Any, base: Path) -> Path:
+    return (base / Path(path).expanduser()).resolve()
+
+
+def _resolve_db_url(url: str, base: Path) -> str:
+    """Make a relative SQLite path relative to params.py, and send plain postgresql:// to psycopg 3."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and url != "sqlite:///:memory:":
+        return "sqlite:///" + str(_resolve(url[len("sqlite:///"):], base))
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _positive_int(x: Any) -> bool:
+    return _int(x) and x > 0
+
+
+def _positive_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0

@@ -1,0 +1,66 @@
+"""Canonical URLs: one spelling per address, so the same item reached through two feeds hashes alike.
+
+w3lib does the careful part (percent-encoding, IDNA hosts, sorted query, no fragment); it keeps
+tracking and session parameters, which we remove first. courlan was the other candidate: without
+`strict` it keeps session ids and fragments, with it it drops every parameter it does not know.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+_TRACKING = re.compile(
+    r"^(utm_.*|fbclid|gclid|gclsrc|dclid|yclid|msclkid|mc_cid|mc_eid|igshid|_hsenc|_hsmi|"
+    r"ref|ref_src|referrer|_openstat|wt\.mc_id|spm)$", re.IGNORECASE)
+_SESSION = re.compile(r"^(sessionid|session_id|jsessionid|phpsessid|sid|aspsessionid.*|cfid|cftoken)$",
+                      re.IGNORECASE)
+_PATH_SESSION = re.compile(r";(jsessionid|phpsessid|sessionid|sid)=[^/?#]*", re.IGNORECASE)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def is_junk_param(name: str) -> bool:
+    return bool(_TRACKING.match(name) or _SESSION.match(name))
+
+
+def canonical_url(url: str) -> str:
+    """Canonical form of an http(s) URL; other strings come back stripped but otherwise unchanged.
+
+    Never raises: a feed's link is data from a stranger.
+    """
+    url = (url or "").strip()
+    try:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
+            return url
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_junk_param(k)]
+        netloc = parts.netloc.rsplit("@", 1)[-1].lower()  # credentials never belong in a stored link
+        if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
+            netloc = netloc.rsplit(":", 1)[0]
+        path = _PATH_SESSION.sub("", parts.path)
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), ""))
+        return canonicalize_url(cleaned, keep_fragments=False)
+    except (ValueError, UnicodeError):
+        return url
+
+
+def redact_url(url: str) -> str:
+    """The URL with credentials and secret-looking query values hidden, for logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable url>"
+    netloc, query = parts.netloc, parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    secret = any(_SECRET_PARAM.search(k) for k, _ in pairs)
+    if "@" not in netloc and not secret:
+        return url
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    if secret:
+        query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_SECRET_PARAM = re.compile(r"token|key|secret|pass|auth|sig|session|code", re.IGNORECASE)

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Run the parser daemon for one project: `python run_daemon.py --params path/to/params.py`.
+
+This file only reads arguments, installs signal handlers and hands over to parser.daemon.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from parser import logs
+from parser.daemon import Daemon, RunOptions
+from parser.errors import LockHeldError, SettingsError, StorageError
+from parser.settings import load_settings
+
+HERE = Path(__file__).resolve().parent
+
+EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
+
+
+def build_arguments() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="run_daemon.py",
+        description="Collect feeds into a SQL database. Polls every source on its interval, keeps new "
+                    "records in a staging CSV, and flushes them into the database every FLUSH_INTERVAL. "
+                    "Runs until SIGTERM or Ctrl-C, which flush and exit 0.",
+        epilog="Exit codes: 0 done, 1 the daemon could not work (lock held, database unreachable at "
+               "the final flush of --once, a critical error), 2 bad settings or arguments. "
+               "Files: STAGING_DIR/staging.csv, LOG_DIR/parser.log, errors.log, critical.log.")
+    ap.add_argument("--params", default=str(HERE / "params.py"),
+                    help="the project's settings file (default: params.py beside this script)")
+    ap.add_argument("--once", action="store_true",
+                    help="poll every enabled source now (intervals ignored), flush, exit; for cron")
+    ap.add_argument("--source", action="append", default=[], metavar="NAME",
+                    help="only this source (repeatable); a disabled source named here runs too")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the records as JSON lines and write nothing (no staging, database, logs"
+                         " or state); implies --once")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arguments().parse_args(argv)
+    try:
+        settings = load_settings(args.params)
+        options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run)
+        stop = threading.Event()
+        daemon = Daemon(settings, options, stop=stop)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    except ValueError as exc:  # --source names nothing
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+
+    def on_signal(signum, _frame):
+        if stop.is_set():  # a second Ctrl-C: the user means it
+            os._exit(EXIT_FAILED)
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    try:
+        code = daemon.run()
+    except LockHeldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (StorageError, SettingsError) as exc:
+        logs.critical_line(f"stopped: {exc}", exc)
+        print(f"critical: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as exc:  # the last line of defence: say what stopped us, with the traceback
+        logs.critical_line(f"stopped by an unexpected error: {exc!r}", exc)
+        return EXIT_FAILED
+    return code
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    logging.shutdown()
+    # Worker threads still blocked in a socket read would hold the interpreter until their timeout;
+    # everything that matters is flushed and closed by now.
+    os._exit(code)

@@ -1,0 +1,86 @@
+"""The cyclic pass end to end: run_daemon.py against a loopback server, then read the SQLite file
+and the log files, as a user would."""
+from __future__ import annotations
+
+import csv
+import json
+
+from tests.feeds import numbered_items, rss
+
+
+def test_once_stores_every_item_and_a_second_run_stores_none_again(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 5)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])
+
+    first = project.run("--once")
+    assert first.returncode == 0, first.stderr
+    rows = project.rows()
+    assert [r["title"] for r in rows] == [f"Item {n}" for n in range(5, 0, -1)]
+    assert rows[0]["link"] == "http://example.com/item/5"
+    assert rows[0]["published"] == "2026-11-01T12:05:00Z"
+    assert rows[0]["source"] == "a" and len(rows[0]["hash"]) == 56
+
+    server.route("/a.xml", body=rss(numbered_items(1, 7)))  # two newer items appear
+    second = project.run("--once")
+    assert second.returncode == 0, second.stderr
+    titles = [r["title"] for r in project.rows()]
+    assert len(titles) == 7 and len(set(titles)) == 7
+    assert "a  new 2  duplicates 5" in project.log()
+
+
+def test_conditional_get_sends_validators_and_treats_304_as_nothing_new(server, project):
+    server.route("/c.xml", body=rss(numbered_items(1, 3)), etag='"v1"', last_modified="Sun, 01 Nov 2026 12:00:00 GMT")
+    project.write_params(SOURCES=[{"name": "c", "url": server.url("/c.xml")}])
+    project.run("--once", check=True)
+    project.run("--once", check=True)
+    second_request_headers = server.requests[-1][1]
+    assert second_request_headers.get("If-None-Match") == '"v1"'
+    assert second_request_headers.get("If-Modified-Since") == "Sun, 01 Nov 2026 12:00:00 GMT"
+    assert "c  304 not modified" in project.log()
+    assert len(project.rows()) == 3
+
+
+def test_tracking_parameters_do_not_make_a_cross_posted_item_new(server, project):
+    server.route("/x.xml", body=rss([{"title": "Same story", "link": "http://Example.com/story?id=7&utm_source=x#top"}]))
+    server.route("/y.xml", body=rss([{"title": "Same story", "link": "http://example.com/story?fbclid=abc&id=7"}]))
+    project.write_params(SOURCES=[{"name": "x", "url": server.url("/x.xml")},
+                                  {"name": "y", "url": server.url("/y.xml")}])
+    project.run("--once", check=True)
+    rows = project.rows()
+    assert len(rows) == 1
+    assert rows[0]["link"] == "http://example.com/story?id=7"
+
+
+def test_staging_csv_is_emptied_by_the_flush_and_keeps_awkward_text(server, project):
+    text = 'Comma, "quotes",\nnew line and Кириллица'
+    server.route("/t.xml", body=rss([{"title": "T", "link": "http://example.com/t", "description": text}]))
+    project.write_params(SOURCES=[{"name": "t", "url": server.url("/t.xml")}], FLUSH_INTERVAL=3600)
+    project.run("--once", check=True)
+    assert project.rows()[0]["summary"] == 'Comma, "quotes", new line and Кириллица'  # plain text, spaces collapsed
+    with open(project.staging / "staging.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows == [["hash", "source", "guid", "link", "title", "author", "published", "summary", "content",
+                     "fetched"]]
+
+
+def test_dry_run_prints_records_and_writes_nothing(server, project):
+    server.route("/d.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "d", "url": server.url("/d.xml")}])
+    proc = project.run("--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["title"] for r in records] == ["Item 2", "Item 1"]
+    assert not project.db_path.exists()
+    assert not project.staging.exists() and not project.logs.exists()
+
+
+def test_source_option_limits_the_run(server, project):
+    server.route("/1.xml", body=rss(numbered_items(1, 1)))
+    server.route("/2.xml", body=rss(numbered_items(10, 1)))
+    project.write_params(SOURCES=[{"name": "one", "url": server.url("/1.xml")},
+                                  {"name": "two", "url": server.url("/2.xml")}])
+    project.run("--once", "--source", "two", check=True)
+    assert [r["source"] for r in project.rows()] == ["two"]
+    assert server.hits.get("/1.xml") is None
+    unknown = project.run("--once", "--source", "three")
+    assert unknown.returncode == 2 and "no source named 'three'" in unknown.stderr
