@@ -21,8 +21,7 @@ from typing import TextIO
 from db.store import Database
 
 from . import logs
-from .adapters import Parsed
-from .adapters import feed as feed_adapter
+from .adapters import Parsed, parse_body
 from .errors import FetchError, ParseError, StorageError
 from .fetch import Fetcher, FetchResult
 from .lock import FolderLock
@@ -221,8 +220,8 @@ class Daemon:
                                       last_modified=last_modified)
             outcome.result = result
             if not result.not_modified:
-                outcome.parsed = feed_adapter.parse(result.body, url=result.url, headers=result.headers,
-                                                    source=source, fetched=now_iso(self.clock))
+                outcome.parsed = parse_body(source, result.body, url=result.url, headers=result.headers,
+                                            fetched=now_iso(self.clock))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
         except ParseError as exc:
