@@ -121,8 +121,8 @@ class HashFile:
         self.line_length = hex_length + 1
         self.bloom_path = path.with_suffix(".bloom")
         self.meta_path = path.with_suffix(".bloom.json")
+        self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
         self.repaired = self._repair_torn_tail()
-        self._check_width()
         self.bloom, covered = self._load_or_rebuild()
         self.file = open(self.path, "ab")
         self.covered = covered  # bytes of the file the in-memory filter holds
@@ -153,7 +153,7 @@ class HashFile:
                 first = f.readline()
         except FileNotFoundError:
             return
-        if first and len(first) != self.line_length:
+        if first.endswith(b"\n") and len(first) != self.line_length:
             raise StorageError(
                 f"{self.path} holds digests of {len(first) - 1} characters but HASH gives "
                 f"{self.line_length - 1}: set HASH back or move the file away to start a new history")

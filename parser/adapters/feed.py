@@ -37,7 +37,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
 
 
 def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
-    link = entry.get("link") or ""
+    link = _alternate_link(entry)
     guid = clean_text(entry.get("id") or "")
     if not link and guid.startswith(("http://", "https://")):
         link = guid
@@ -61,6 +61,14 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
         "content": _content(entry),
         "fetched": fetched,
     }
+
+
+def _alternate_link(entry: Mapping[str, Any]) -> str:
+    """The entry's rel="alternate" link; feedparser's `link` can be an enclosure that came later."""
+    for link in entry.get("links") or []:
+        if link.get("rel", "alternate") == "alternate" and link.get("href"):
+            return link["href"]
+    return entry.get("link") or ""
 
 
 def _content(entry: Mapping[str, Any]) -> str:

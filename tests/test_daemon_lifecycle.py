@@ -1,0 +1,125 @@
+"""The daemon as a long-running process: forever mode, signals, the folder lock, failures over
+time, log rotation, table migration, declared charsets."""
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+
+import pytest
+
+from tests.feeds import numbered_items, rss
+
+
+def wait_for(predicate, timeout: float = 30.0, step: float = 0.2):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError("condition not met in time")
+
+
+def test_forever_mode_polls_on_interval_flushes_and_stops_cleanly_on_sigterm(server, project):
+    server.route("/f.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "f", "url": server.url("/f.xml")}], POLL_INTERVAL=0.5,
+                         FLUSH_INTERVAL=0.5)
+    daemon = project.start()
+    try:
+        wait_for(lambda: len(project.rows()) == 2)
+        server.route("/f.xml", body=rss(numbered_items(1, 4)))  # the feed grows while we run
+        wait_for(lambda: len(project.rows()) == 4)
+        server.route("/f.xml", body=rss(numbered_items(1, 5)))
+        wait_for(lambda: "new 1" in project.log())
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(timeout=30)
+    assert code == 0
+    assert sorted(r["title"] for r in project.rows()) == sorted(f"Item {n}" for n in range(1, 6))
+    assert server.hits["/f.xml"] >= 3
+    assert "flush (stop)" in project.log()
+
+
+def test_sigterm_during_a_slow_fetch_still_flushes_what_was_staged(server, project):
+    server.route("/fast.xml", body=rss(numbered_items(1, 3)))
+    server.route("/slow.xml", body=rss(numbered_items(10, 1)), delay=20)
+    project.write_params(SOURCES=[{"name": "fast", "url": server.url("/fast.xml")},
+                                  {"name": "slow", "url": server.url("/slow.xml")}],
+                         FLUSH_INTERVAL=3600, TIMEOUT=30, DEADLINE=60)
+    daemon = project.start()
+    wait_for(lambda: "fast  new 3" in project.log())
+    started = time.monotonic()
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=15) == 0
+    assert time.monotonic() - started < 15
+    assert len(project.rows()) == 3
+
+
+def test_a_second_daemon_on_the_same_staging_folder_refuses_and_names_the_holder(server, project):
+    server.route("/l.xml", body=rss(numbered_items(1, 1)))
+    project.write_params(SOURCES=[{"name": "l", "url": server.url("/l.xml")}], POLL_INTERVAL=60)
+    first = project.start()
+    try:
+        wait_for(lambda: (project.staging / "daemon.lock").exists() and "l  new 1" in project.log())
+        second = project.run("--once")
+        assert second.returncode == 1
+        assert f"is in use by process {first.pid}" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=30)
+    assert project.run("--once").returncode == 0  # the lock went with the process
+
+
+def test_a_failing_source_is_marked_dead_after_five_failures_and_the_others_go_on(server, project):
+    server.route("/ok.xml", body=rss(numbered_items(1, 1)))
+    server.route("/broken.xml", status=500, body=b"oops", content_type="text/plain")
+    project.write_params(SOURCES=[{"name": "ok", "url": server.url("/ok.xml")},
+                                  {"name": "broken", "url": server.url("/broken.xml")}])
+    for _ in range(5):
+        assert project.run("--once").returncode == 0
+    errors = project.log("errors.log")
+    assert errors.count("broken  " + server.url("/broken.xml") + "  HTTP 500 Internal Server Error") == 5
+    assert "marked dead after 5 failures in a row" in errors
+    assert len(project.rows()) == 1
+    server.route("/broken.xml", body=rss(numbered_items(7, 1)))
+    project.run("--once", check=True)  # --once ignores the backoff: the source is never forgotten
+    assert "broken  back after 5 failures" in project.log()
+    assert len(project.rows()) == 2
+
+
+def test_logs_rotate_by_size(server, project):
+    server.route("/r.xml", body=rss(numbered_items(1, 1)))
+    project.write_params(SOURCES=[{"name": "r", "url": server.url("/r.xml")}], LOG_MAX_BYTES=300, LOG_BACKUPS=2)
+    for _ in range(4):
+        project.run("--once", check=True)
+    assert (project.logs / "parser.log.1").exists()
+    assert not (project.logs / "parser.log.3").exists()
+
+
+def test_a_column_missing_from_an_existing_table_is_added(server, project):
+    project.db_path.parent.mkdir(parents=True)
+    con = sqlite3.connect(project.db_path)
+    con.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, hash VARCHAR(128) UNIQUE NOT NULL, source TEXT,"
+                " link TEXT, title TEXT)")
+    con.execute("INSERT INTO items (hash, source, link, title) VALUES ('old', 'x', 'http://e/1', 'Old row')")
+    con.commit()
+    con.close()
+    server.route("/m.xml", body=rss([{"title": "New row", "link": "http://e/2", "author": "me@example.com (Me)"}]))
+    project.write_params(SOURCES=[{"name": "m", "url": server.url("/m.xml")}])
+    project.run("--once", check=True)
+    rows = project.rows()
+    assert [r["title"] for r in rows] == ["Old row", "New row"]
+    assert rows[1]["author"] == "me@example.com (Me)" and rows[0]["author"] is None
+
+
+@pytest.mark.parametrize("encoding, declared_in", [("gbk", "header"), ("windows-1251", "prolog"),
+                                                   ("windows-1251", "header")])
+def test_a_declared_charset_decodes_right(server, project, encoding, declared_in):
+    title = "新闻标题 测试" if encoding == "gbk" else "Новости дня: проверка"
+    body = rss([{"title": title, "link": "http://example.com/n"}], encoding=encoding, prolog=declared_in == "prolog")
+    content_type = f"application/rss+xml; charset={encoding}" if declared_in == "header" else "application/rss+xml"
+    server.route("/enc.xml", body=body, content_type=content_type)
+    project.write_params(SOURCES=[{"name": "enc", "url": server.url("/enc.xml")}])
+    project.run("--once", check=True)
+    assert [r["title"] for r in project.rows()] == [title]

@@ -1,0 +1,62 @@
+"""The staging CSV: whole records only, rotation for the flush, repair after a crash."""
+from __future__ import annotations
+
+import csv
+
+from parser.staging import StagingFile, read_rows, repair_torn_tail
+
+COLUMNS = ("hash", "title", "summary")
+
+
+def test_rows_with_commas_quotes_and_newlines_survive(tmp_path):
+    staging = StagingFile(tmp_path / "staging.csv", COLUMNS)
+    rows = [{"hash": "h1", "title": 'a, "b"', "summary": "line 1\nline 2\r\nline 3"},
+            {"hash": "h2", "title": "Кириллица 中文", "summary": ""}]
+    assert staging.append(rows) == 2
+    assert list(read_rows(staging.path)) == rows
+    with open(staging.path, newline="", encoding="utf-8") as f:
+        assert next(csv.reader(f)) == list(COLUMNS)
+
+
+def test_rotate_moves_rows_to_a_batch_and_leaves_an_empty_staging_file(tmp_path):
+    staging = StagingFile(tmp_path / "staging.csv", COLUMNS)
+    assert staging.rotate() is None  # nothing staged, nothing to flush
+    staging.append([{"hash": "h1", "title": "t", "summary": "s"}])
+    batch = staging.rotate()
+    assert batch is not None and [r["hash"] for r in read_rows(batch)] == ["h1"]
+    assert list(read_rows(staging.path)) == []
+    staging.append([{"hash": "h2", "title": "t", "summary": "s"}])
+    second = staging.rotate()
+    assert staging.batches() == [batch, second]
+    assert staging.pending_rows() == 2
+
+
+def test_a_torn_last_record_is_cut_and_whole_ones_kept(tmp_path):
+    staging = StagingFile(tmp_path / "staging.csv", COLUMNS)
+    staging.append([{"hash": "h1", "title": "one", "summary": "multi\nline"}])
+    whole = staging.path.read_bytes()
+    for torn in ['"h2","tw', '"h2","two","multi\n', '"h2","two"\n', '"h2","two","s"']:
+        staging.path.write_bytes(whole + torn.encode())
+        assert repair_torn_tail(staging.path) == len(torn.encode())
+        assert staging.path.read_bytes() == whole
+    reopened = StagingFile(staging.path, COLUMNS)
+    assert reopened.repaired == 0 and [r["hash"] for r in read_rows(staging.path)] == ["h1"]
+
+
+def test_a_torn_header_leaves_an_empty_file_that_gets_a_new_header(tmp_path):
+    path = tmp_path / "staging.csv"
+    path.write_bytes(b'"hash","ti')
+    staging = StagingFile(path, COLUMNS)
+    assert path.read_bytes() == b""
+    staging.append([{"hash": "h1", "title": "t", "summary": "s"}])
+    assert [r["hash"] for r in read_rows(path)] == ["h1"]
+
+
+def test_a_file_with_other_columns_becomes_a_batch_of_its_own(tmp_path):
+    old = StagingFile(tmp_path / "staging.csv", ("hash", "title"))
+    old.append([{"hash": "h1", "title": "old"}])
+    new = StagingFile(tmp_path / "staging.csv", COLUMNS)
+    [batch] = new.batches()
+    assert list(read_rows(batch)) == [{"hash": "h1", "title": "old"}]
+    new.append([{"hash": "h2", "title": "t", "summary": "s"}])
+    assert [r["summary"] for r in read_rows(new.path)] == ["s"]

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import pytest
+
+from parser.urls import canonical_url, redact_url
+
+
+@pytest.mark.parametrize("raw, canonical", [
+    ("HTTP://Example.COM/a?utm_source=x&utm_medium=y&b=2&a=1#frag", "http://example.com/a?a=1&b=2"),
+    ("https://example.com:443/x?fbclid=1&gclid=2&yclid=3&ref=4&id=5", "https://example.com/x?id=5"),
+    ("http://example.com:80/x?sessionid=1&JSESSIONID=2&PHPSESSID=3&sid=4&page=2", "http://example.com/x?page=2"),
+    ("http://example.com/a;jsessionid=ABC?x=1", "http://example.com/a?x=1"),
+    ("http://example.com:8080/x", "http://example.com:8080/x"),
+    ("http://user:pw@example.com/x", "http://example.com/x"),
+    ("http://example.com", "http://example.com/"),
+    ("https://пример.рф/путь", "https://xn--e1afmkfd.xn--p1ai/%D0%BF%D1%83%D1%82%D1%8C"),
+    ("  http://example.com/a b  ", "http://example.com/a%20b"),
+    ("mailto:someone@example.com", "mailto:someone@example.com"),
+    ("", ""),
+    ("not a url", "not a url"),
+    ("http://[::1", "http://[::1"),
+])
+def test_canonical_url(raw, canonical):
+    assert canonical_url(raw) == canonical
+    assert canonical_url(canonical) == canonical
+
+
+def test_redact_url_hides_credentials_and_tokens_only():
+    assert redact_url("https://u:secret@example.com/f?token=abc&page=2") == "https://***@example.com/f?token=***&page=2"
+    assert redact_url("https://example.com/f?api_key=abc") == "https://example.com/f?api_key=***"
+    assert redact_url("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+    assert redact_url("https://example.com/f?page=2") == "https://example.com/f?page=2"
