@@ -204,7 +204,6 @@ class Daemon:
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
         if not self.options.dry_run:
-            self.sink.save()
             save_states(self.state_path, self.states)
         log.info("cycle: %d sources in %.2f s: %d new records, %d duplicates, %d not modified, %d errors",
                  summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
@@ -306,6 +305,9 @@ class Daemon:
     # -- flush --------------------------------------------------------------------------------
     def flush(self, why: str) -> bool:
         """Staged records into the database; on failure they stay staged and the next flush retries."""
+        # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
+        # up from the hash file anyway.
+        self.sink.save()
         try:
             written, already = self.sink.flush(self.db)
         except StorageError as exc:

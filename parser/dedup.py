@@ -123,10 +123,8 @@ class HashFile:
         self.meta_path = path.with_suffix(".bloom.json")
         self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
         self.repaired = self._repair_torn_tail()
-        self.bloom, covered = self._load_or_rebuild()
+        self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # covered: bytes of the file in the filter
         self.file = open(self.path, "ab")
-        self.covered = covered  # bytes of the file the in-memory filter holds
-        self.dirty = False
 
     # -- start-up -------------------------------------------------------------------------
     def _repair_torn_tail(self) -> int:
@@ -158,7 +156,8 @@ class HashFile:
                 f"{self.path} holds digests of {len(first) - 1} characters but HASH gives "
                 f"{self.line_length - 1}: set HASH back or move the file away to start a new history")
 
-    def _load_or_rebuild(self) -> tuple[ScalableBloomFilter, int]:
+    def _load_or_rebuild(self) -> tuple[ScalableBloomFilter, int, bool]:
+        """The filter, how many bytes of the file it covers, and whether it changed since it was saved."""
         size = self.path.stat().st_size if self.path.exists() else 0
         bloom, covered = None, 0
         try:
@@ -173,13 +172,13 @@ class HashFile:
             if size:
                 log.info("building the Bloom filter from %s (%d hashes)", self.path.name,
                          size // self.line_length)
-        if covered < size:
-            with open(self.path, "rb") as f:
-                f.seek(covered)
-                for line in f:
-                    bloom.add(line[:-1].decode("ascii"))
-            covered = size
-        return bloom, covered
+        if covered == size:
+            return bloom, covered, False
+        with open(self.path, "rb") as f:
+            f.seek(covered)
+            for line in f:
+                bloom.add(line[:-1].decode("ascii"))
+        return bloom, size, True
 
     # -- the interface ----------------------------------------------------------------------
     def is_new(self, digest: str) -> bool:

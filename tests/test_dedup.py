@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
@@ -52,6 +53,9 @@ def test_a_missing_or_damaged_bloom_file_is_rebuilt_from_the_hash_file(tmp_path,
     assert not any(again.is_new(digest(n)) for n in range(100))
     assert again.is_new(digest(100))
     again.close()
+    # The rebuilt filter was saved: the next start loads it instead of reading the whole file again.
+    assert json.loads((tmp_path / "hashes.bloom.json").read_text()) == {"covers_bytes": 100 * 57}
+    assert HashFile(tmp_path / "hashes.txt", 56).dirty is False
 
 
 def test_a_bloom_false_positive_never_drops_a_new_record(tmp_path, monkeypatch):
