@@ -25,7 +25,8 @@ from .adapters import Parsed, parse_body
 from .errors import FetchError, ParseError, StorageError
 from .fetch import Fetcher, FetchResult
 from .lock import FolderLock
-from .record import RECORD_FIELDS, now_iso
+from .dedup import open_uniqueness
+from .record import RECORD_FIELDS, now_iso, record_hash
 from .settings import Settings, Source
 from .sink import Sink
 from .state import SourceState, load_states, save_states
@@ -89,6 +90,7 @@ class Daemon:
         self.state_path = settings.staging_dir / "state.json"
         self.states: dict[str, SourceState] = {}
         self.sink: Sink | None = None
+        self.dry_run_check = None  # --dry-run: a read-only uniqueness check
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -115,6 +117,7 @@ class Daemon:
                                pool_size=s.concurrency, stop=self.stop)
         self.pool = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="fetch")
         if self.options.dry_run:
+            self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
             return
         self.states = load_states(self.state_path)
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
@@ -297,8 +300,14 @@ class Daemon:
             print(f"# {name}: not modified", file=self.out)
         else:
             records = outcome.parsed.records
-            print(f"# {name}: {len(records)} records (uniqueness not checked in a dry run)", file=self.out)
+            fresh = []
             for record in records:
+                digest = record_hash(record, self.settings.unique_fields, self.settings.hash)
+                if self.dry_run_check.is_new(digest):
+                    self.dry_run_check.add([digest])  # in memory only: the check is read-only
+                    fresh.append(record)
+            print(f"# {name}: {len(records)} records, {len(fresh)} new would be staged", file=self.out)
+            for record in fresh:
                 print(json.dumps(record, ensure_ascii=False), file=self.out)
         self.out.flush()
 

@@ -41,13 +41,17 @@ class Uniqueness(Protocol):
     def close(self) -> None: ...
 
 
-def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes") -> Uniqueness:
-    """The uniqueness check for DEDUP `mode`, keeping its files in `folder` under `stem`."""
-    if mode == "off":
+def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes",
+                    read_only: bool = False) -> Uniqueness:
+    """The uniqueness check for DEDUP `mode`, keeping its files in `folder` under `stem`.
+
+    read_only (for --dry-run) answers from the files as they are and writes nothing.
+    """
+    if mode == "off" or (read_only and not folder.is_dir()):
         return NoDedup()
     if mode == "bloom":
-        return BloomOnly(folder / f"{stem}.bloom")
-    return HashFile(folder / f"{stem}.txt", hashlib.new(algorithm).digest_size * 2)
+        return BloomOnly(folder / f"{stem}.bloom", read_only)
+    return HashFile(folder / f"{stem}.txt", hashlib.new(algorithm).digest_size * 2, read_only)
 
 
 class NoDedup:
@@ -90,8 +94,9 @@ def _save_bloom(bloom: ScalableBloomFilter, path: Path) -> None:
 
 
 class BloomOnly:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = path
+        self.read_only = read_only
         self.bloom = _load_bloom(path) or _new_bloom()
         self.dirty = False
 
@@ -104,7 +109,7 @@ class BloomOnly:
             self.dirty = True
 
     def save(self) -> None:
-        if self.dirty:
+        if self.dirty and not self.read_only:
             _save_bloom(self.bloom, self.path)
             self.dirty = False
 
@@ -116,15 +121,16 @@ class HashFile:
     """hashes.txt (the truth, append-only) + hashes.bloom (a cache of it) + hashes.bloom.json (how much of
     the file the saved filter covers, so a restart only adds the lines written since)."""
 
-    def __init__(self, path: Path, hex_length: int):
+    def __init__(self, path: Path, hex_length: int, read_only: bool = False):
         self.path = path
         self.line_length = hex_length + 1
+        self.read_only = read_only
         self.bloom_path = path.with_suffix(".bloom")
         self.meta_path = path.with_suffix(".bloom.json")
         self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
-        self.repaired = self._repair_torn_tail()
+        self.repaired = 0 if read_only else self._repair_torn_tail()
         self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # covered: bytes of the file in the filter
-        self.file = open(self.path, "ab")
+        self.file = None if read_only else open(self.path, "ab")
 
     # -- start-up -------------------------------------------------------------------------
     def _repair_torn_tail(self) -> int:
@@ -191,8 +197,9 @@ class HashFile:
         data = b"".join(d.encode("ascii") + b"\n" for d in digests)
         if not data:
             return
-        self.file.write(data)
-        self.file.flush()
+        if self.file is not None:
+            self.file.write(data)
+            self.file.flush()
         for d in digests:
             self.bloom.add(d)
         self.covered += len(data)
@@ -200,7 +207,7 @@ class HashFile:
 
     def save(self) -> None:
         """Persist the filter with how much of the file it covers (filter first: the meta may only lag)."""
-        if not self.dirty:
+        if not self.dirty or self.read_only:
             return
         _save_bloom(self.bloom, self.bloom_path)
         tmp = self.meta_path.with_suffix(".tmp")
@@ -210,13 +217,16 @@ class HashFile:
 
     def close(self) -> None:
         self.save()
-        self.file.close()
+        if self.file is not None:
+            self.file.close()
 
     def _in_file(self, digest: str) -> bool:
         """Scan the file from its end in line-aligned blocks; lines are fixed-width, so a match of
         'digest\\n' is always one whole line."""
         needle = digest.encode("ascii") + b"\n"
         block = SCAN_BLOCK_LINES * self.line_length
+        if not self.path.exists():
+            return False
         with open(self.path, "rb") as f:
             end = f.seek(0, os.SEEK_END)
             end -= end % self.line_length

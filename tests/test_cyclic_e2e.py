@@ -72,6 +72,14 @@ def test_dry_run_prints_records_and_writes_nothing(server, project):
     assert [r["title"] for r in records] == ["Item 2", "Item 1"]
     assert not project.db_path.exists()
     assert not project.staging.exists() and not project.logs.exists()
+    # After a real run the dry run shows only what is new since.
+    project.run("--once", check=True)
+    server.route("/d.xml", body=rss(numbered_items(1, 3)))
+    before = sorted(p.name for p in project.staging.iterdir())
+    proc = project.run("--dry-run")
+    assert [json.loads(line)["title"] for line in proc.stdout.splitlines() if line.startswith("{")] == ["Item 3"]
+    assert "3 records, 1 new would be staged" in proc.stdout
+    assert sorted(p.name for p in project.staging.iterdir()) == before
 
 
 def test_source_option_limits_the_run(server, project):
