@@ -1,11 +1,11 @@
 """Small feeds written for the tests."""
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
 from xml.sax.saxutils import escape
 
-BASE_TIME = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+BASE_TIME = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def rss(items: list[dict], *, title: str = "Test feed", encoding: str = "utf-8", prolog: bool = True) -> bytes:
