@@ -28,16 +28,26 @@ def build_arguments() -> argparse.ArgumentParser:
         prog="run_daemon.py",
         description="Collect feeds into a SQL database. Polls every source on its interval, keeps new "
                     "records in a staging CSV, and flushes them into the database every FLUSH_INTERVAL. "
-                    "Runs until SIGTERM or Ctrl-C, which flush and exit 0.",
+                    "Runs until SIGTERM or Ctrl-C, which flush and exit 0. Two-pass jobs (LINK_JOBS) run "
+                    "beside the feeds: pass 1 writes a job's link file (from a URL template or a harvest "
+                    "from a root page), pass 2 fetches each pending link once into the job's own table.",
         epilog="Exit codes: 0 done, 1 the daemon could not work (lock held, database unreachable at "
                "the final flush of --once, a critical error), 2 bad settings or arguments. "
-               "Files: STAGING_DIR/staging.csv, LOG_DIR/parser.log, errors.log, critical.log.")
+               "Files: STAGING_DIR/staging.csv, LOG_DIR/parser.log, errors.log, critical.log; a job's "
+               "link file is STAGING_DIR/jobs/NAME/links.txt.")
     ap.add_argument("--params", default=str(HERE / "params.py"),
                     help="the project's settings file (default: params.py beside this script)")
     ap.add_argument("--once", action="store_true",
-                    help="poll every enabled source now (intervals ignored), flush, exit; for cron")
+                    help="poll every enabled source and run every enabled job's pass 1 and pass 2 now "
+                         "(intervals ignored), flush, exit; for cron")
     ap.add_argument("--source", action="append", default=[], metavar="NAME",
                     help="only this source (repeatable); a disabled source named here runs too")
+    ap.add_argument("--job", action="append", default=[], metavar="NAME",
+                    help="only this two-pass job (repeatable); a disabled job named here runs too. "
+                         "--job without --source runs no feeds, --source without --job runs no jobs")
+    ap.add_argument("--links-only", action="store_true",
+                    help="run the jobs' pass 1 alone (no feeds, no pass 2), so the link files "
+                         "(STAGING_DIR/jobs/NAME/links.txt) can be checked before pass 2")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the records as JSON lines and write nothing (no staging, database, logs"
                          " or state); implies --once")
@@ -48,13 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_arguments().parse_args(argv)
     try:
         settings = load_settings(args.params)
-        options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run)
+        options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
+                             jobs=tuple(args.job), links_only=args.links_only)
         stop = threading.Event()
         daemon = Daemon(settings, options, stop=stop)
     except SettingsError as exc:
         print(f"settings error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS
-    except ValueError as exc:  # --source names nothing
+    except ValueError as exc:  # --source or --job names nothing
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS
 

@@ -6,8 +6,8 @@ the same batch twice (after a crash between commit and cleanup) stores nothing t
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite

@@ -21,11 +21,16 @@ from typing import TextIO
 from db.store import Database
 
 from . import logs
-from .adapters import Parsed, parse_body
+from .adapters import Parsed
+from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, StorageError
 from .fetch import Fetcher, FetchResult
+from .fulltext import FullText, remember_path
+from .inbox import Inbox
+from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
-from .dedup import open_uniqueness
+from .poll import Poller
+from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso, record_hash
 from .settings import Settings, Source
 from .sink import Sink
@@ -42,6 +47,8 @@ class RunOptions:
     once: bool = False
     sources: tuple[str, ...] = ()   # empty: every enabled source
     dry_run: bool = False
+    jobs: tuple[str, ...] = ()      # two-pass jobs (LINK_JOBS); empty: every enabled job
+    links_only: bool = False        # the jobs' pass 1 alone
 
 
 @dataclass
@@ -86,6 +93,19 @@ class Daemon:
         self.clock = clock
         self.out = out
         self.sources = select_sources(settings, options.sources)
+        self.link_jobs = select_jobs(settings, options.jobs)
+        if (options.jobs or options.links_only) and not options.sources:
+            self.sources = []    # --job / --links-only alone: the jobs, not the feeds
+        elif options.sources and not options.jobs:
+            self.link_jobs = []  # --source alone: the feeds, not the jobs
+        self.jobs: JobRunner | None = None
+        # Webhook sources are never polled: their records arrive at the listener (parser/webhook.py),
+        # as do WebSub pushes; both reach the main thread through the inbox (parser/inbox.py).
+        self.listened = [s for s in self.sources if s.protocol in ("webhook", "websub")]
+        self.sources = [s for s in self.sources if s.protocol != "webhook"]
+        self.inbox: Inbox | None = None
+        self.listener = None
+        self.poller: Poller | None = None
         self.lock = FolderLock(settings.staging_dir)
         self.state_path = settings.staging_dir / "state.json"
         self.states: dict[str, SourceState] = {}
@@ -116,6 +136,11 @@ class Daemon:
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
         self.pool = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="fetch")
+        full_text = FullText(self.fetcher.with_timeout(s.full_text_timeout),
+                             None if self.options.dry_run else remember_path(s.staging_dir)) \
+            if any(src.full_text for src in self.sources) else None
+        self.poller = Poller(self.fetcher, stop=self.stop, max_wait=s.deadline, rates=RateLimits(),
+                             full_text=full_text)
         if self.options.dry_run:
             self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
             return
@@ -124,16 +149,28 @@ class Daemon:
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
         self.db = Database(s.db_url)
+        self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
+        if self.listened and not self.options.once:
+            from .webhook import open_listener
+            self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
+        if self.link_jobs:
+            self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
+                                  clock=self.clock, once=self.options.once, links_only=self.options.links_only)
+            self.jobs.open()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
                  redact_url(s.db_url), os.getpid())
 
     def _close(self) -> None:
+        if self.listener:
+            self.listener.close()
         if self.pool:
             self.pool.shutdown(wait=False, cancel_futures=True)
         if self.fetcher:
             self.fetcher.close()
         if self.sink:
             self.sink.close()
+        if self.jobs:
+            self.jobs.close()
         if self.db:
             self.db.close()
         self.lock.release()
@@ -146,6 +183,9 @@ class Daemon:
             due = self._due_sources()
             if due:
                 self.run_cycle(due)
+            if self.jobs:
+                self.jobs.run_due()
+            self._stage_received()
             if self.options.once:
                 break
             if self.clock() >= next_flush:
@@ -177,6 +217,8 @@ class Daemon:
     def _seconds_until_next(self, next_flush: float) -> float:
         now = self.clock()
         upcoming = [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
+        if self.jobs:
+            upcoming.append(self.jobs.next_due())
         soonest = min([next_flush, *upcoming])
         return min(max(soonest - now, 0.05), 60.0)
 
@@ -218,12 +260,9 @@ class Daemon:
         started = time.monotonic()
         outcome = PollOutcome(source=source, seconds=0.0)
         try:
-            result = self.fetcher.get(source.url, headers=source.headers, etag=etag,
-                                      last_modified=last_modified)
-            outcome.result = result
-            if not result.not_modified:
-                outcome.parsed = parse_body(source, result.body, url=result.url, headers=result.headers,
-                                            fetched=now_iso(self.clock))
+            # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
+            outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
+                                                              fetched=now_iso(self.clock))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
         except ParseError as exc:
@@ -256,8 +295,8 @@ class Daemon:
             staged = self.sink.stage(outcome.parsed.records)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
-            log.info("%s  new %d  duplicates %d  %.2f s", source.name, len(staged.new), staged.duplicates,
-                     outcome.seconds)
+            log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
+                     outcome.seconds, outcome.parsed.kind)  # kind: what the body was found to be
             summary.new += len(staged.new)
             summary.duplicates += staged.duplicates
             state.last_outcome = f"new {len(staged.new)}"
@@ -311,12 +350,25 @@ class Daemon:
                 print(json.dumps(record, ensure_ascii=False), file=self.out)
         self.out.flush()
 
+    def _stage_received(self) -> None:
+        """Main thread: stage what the listener took in (webhook deliveries, WebSub pushes)."""
+        if self.inbox is None:
+            return
+
+        def stage(name: str, records: list[dict]) -> None:
+            staged = self.sink.stage(records)
+            log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
+        if self.inbox.drain(stage):
+            self.sink.save()
+
     # -- flush --------------------------------------------------------------------------------
     def flush(self, why: str) -> bool:
         """Staged records into the database; on failure they stay staged and the next flush retries."""
+        self._stage_received()
         # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
         # up from the hash file anyway.
         self.sink.save()
+        jobs_ok = self.jobs.flush(self.db, why) if self.jobs else True
         try:
             written, already = self.sink.flush(self.db)
         except StorageError as exc:
@@ -328,5 +380,5 @@ class Daemon:
         if written or already or why != "start":
             log.info("flush (%s): %d rows written to items%s", why, written,
                      f", {already} already stored" if already else "")
-        return True
+        return jobs_ok
 

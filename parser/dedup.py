@@ -84,13 +84,22 @@ def _load_bloom(path: Path) -> ScalableBloomFilter | None:
         return None
 
 
-def _save_bloom(bloom: ScalableBloomFilter, path: Path) -> None:
+def _save_bloom(bloom: ScalableBloomFilter, path: Path) -> bool:
+    """Write the filter atomically; False when the disk refused (full): the filter is only a cache,
+    rebuilt from the hash file at the next start, so that is a warning, not a reason to stop."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        bloom.tofile(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            bloom.tofile(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        log.warning("could not save the Bloom filter %s (%s); it is rebuilt at the next start",
+                    path.name, exc.strerror or exc)
+        return False
+    return True
 
 
 class BloomOnly:
@@ -109,8 +118,7 @@ class BloomOnly:
             self.dirty = True
 
     def save(self) -> None:
-        if self.dirty and not self.read_only:
-            _save_bloom(self.bloom, self.path)
+        if self.dirty and not self.read_only and _save_bloom(self.bloom, self.path):
             self.dirty = False
 
     def close(self) -> None:
@@ -198,8 +206,12 @@ class HashFile:
         if not data:
             return
         if self.file is not None:
-            self.file.write(data)
-            self.file.flush()
+            try:
+                self.file.write(data)
+                self.file.flush()
+            except OSError as exc:  # disk full: take the partial line back, so the file stays whole
+                self._reopen_at(self.covered)
+                raise StorageError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
         for d in digests:
             self.bloom.add(d)
         self.covered += len(data)
@@ -207,18 +219,29 @@ class HashFile:
 
     def save(self) -> None:
         """Persist the filter with how much of the file it covers (filter first: the meta may only lag)."""
-        if not self.dirty or self.read_only:
+        if not self.dirty or self.read_only or not _save_bloom(self.bloom, self.bloom_path):
             return
-        _save_bloom(self.bloom, self.bloom_path)
         tmp = self.meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"covers_bytes": self.covered}))
-        os.replace(tmp, self.meta_path)
+        try:
+            tmp.write_text(json.dumps({"covers_bytes": self.covered}))
+            os.replace(tmp, self.meta_path)
+        except OSError as exc:  # a lagging meta only makes the next start re-read a few lines
+            log.warning("could not save %s (%s)", self.meta_path.name, exc.strerror or exc)
+            return
         self.dirty = False
 
     def close(self) -> None:
         self.save()
         if self.file is not None:
             self.file.close()
+
+    def _reopen_at(self, size: int) -> None:
+        try:
+            self.file.close()  # its buffer holds the bytes that did not fit; closing tries them once more
+        except OSError:
+            pass
+        os.truncate(self.path, size)
+        self.file = open(self.path, "ab")
 
     def _in_file(self, digest: str) -> bool:
         """Scan the file from its end in line-aligned blocks; lines are fixed-width, so a match of

@@ -4,10 +4,17 @@ Only this module talks to the network. It turns every outcome into either a Fetc
 FetchError whose message a person understands. Limits are enforced where the bytes come in: a
 timeout per read, a total deadline per fetch, a cap on the body after decompression, a cap on
 redirects, and at most PER_HOST connections to one host at a time.
+
+The deadline is enforced by cutting the connection, not only by checking the clock between reads:
+a read timeout starts again with every byte, so a server that sends its status line or headers one
+byte a second would otherwise hold a worker for as long as it likes. Messages never carry a
+source's header values, and addresses in them pass through redact_url.
 """
 from __future__ import annotations
 
+import copy
 import email.utils
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -22,12 +29,15 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from .errors import FetchError
+from .urls import redact_url
 
 CHUNK = 64 * 1024
 PERMANENT_REDIRECTS = (301, 308)
 REDIRECTS = (301, 302, 303, 307, 308)
 # Answers that will not change by asking again soon: the source is gone or forbidden to us.
 PERMANENT_FAILURES = (404, 410)
+# Request headers that carry credentials: never sent on to another origin by a redirect.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,65 @@ class HostLimiter:
             return sem
 
 
+class _Cutoff:
+    """Cuts the connection of one fetch when its deadline passes (see the module's docstring)."""
+
+    def __init__(self, seconds: float):
+        self.fired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def attach(self, sock: socket.socket | None) -> None:
+        with self._lock:
+            self._sock = sock
+            if self.fired:
+                _shutdown(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            _shutdown(self._sock)
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    """Wake a thread blocked reading `sock`: its recv returns end-of-file at once."""
+    if sock is None:
+        return
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
+    except OSError:
+        pass  # already closed
+
+
+_fetching = threading.local()  # the _Cutoff of the fetch this worker thread is doing
+
+
+class _WatchedConnection(urllib3.connection.HTTPConnection):
+    def getresponse(self, *args, **kwargs):
+        cutoff = getattr(_fetching, "cutoff", None)
+        if cutoff is not None:
+            cutoff.attach(self.sock)
+        return super().getresponse(*args, **kwargs)
+
+
+class _WatchedTLSConnection(urllib3.connection.HTTPSConnection):
+    getresponse = _WatchedConnection.getresponse
+
+
+class _WatchedPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _WatchedConnection
+
+
+class _WatchedTLSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _WatchedTLSConnection
+
+
 class Fetcher:
     """One pooled requests session shared by the worker threads."""
 
@@ -97,6 +166,7 @@ class Fetcher:
         # requests would read the proxy settings of the environment; a daemon keeps to its config.
         self.session.trust_env = False
         adapter = HTTPAdapter(pool_connections=max(pool_size, 10), pool_maxsize=per_host, max_retries=0)
+        adapter.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedTLSPool}
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
@@ -108,6 +178,7 @@ class Fetcher:
         """Fetch `url`, conditionally when etag/last_modified are known. Raises FetchError."""
         if url.startswith("file:"):
             return _read_file(url, self.max_bytes, last_modified)
+        _check_headers(headers or {})
         request_headers = dict(headers or {})
         if accept:
             request_headers["Accept"] = accept
@@ -116,6 +187,21 @@ class Fetcher:
         if last_modified:
             request_headers["If-Modified-Since"] = last_modified
         deadline = time.monotonic() + self.deadline
+        cutoff = _fetching.cutoff = _Cutoff(self.deadline)
+        try:
+            return self._follow(url, request_headers, set(headers or {}), deadline, cutoff)
+        except FetchError:
+            if cutoff.fired:
+                raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
+                                 "(the server answers too slowly)") from None
+            raise
+        finally:
+            cutoff.cancel()
+            _fetching.cutoff = None
+
+    def _follow(self, url: str, request_headers: dict[str, str], own_headers: set[str], deadline: float,
+                cutoff: _Cutoff) -> FetchResult:
+        """GET `url`, following redirects by hand so every hop is checked and counted."""
         seen = {url}
         current = url
         only_permanent_hops = True  # the source has moved only if every hop said so
@@ -126,24 +212,56 @@ class Fetcher:
                     if response.status_code in REDIRECTS and "location" in response.headers:
                         target = urljoin(current, response.headers["location"])
                         if urlsplit(target).scheme not in ("http", "https"):
-                            raise FetchError(f"redirect to a non-HTTP address: {target}",
+                            raise FetchError(f"redirect to a non-HTTP address: {redact_url(target)}",
                                              status=response.status_code)
                         if target in seen:
-                            raise FetchError(f"redirect loop at {target}", status=response.status_code)
+                            raise FetchError(f"redirect loop at {redact_url(target)}", status=response.status_code)
+                        if _origin(target) != _origin(current):
+                            # Credentials the source was given are for its own server, not for wherever
+                            # it sends us.
+                            request_headers = {k: v for k, v in request_headers.items()
+                                               if k not in own_headers and k.lower() not in CREDENTIAL_HEADERS}
                         only_permanent_hops &= response.status_code in PERMANENT_REDIRECTS
                         seen.add(target)
                         current = target
                         continue
                     moved_to = current if current != url and only_permanent_hops else None
-                    return self._finish(response, current, deadline, moved_to)
+                    return self._finish(response, current, deadline, moved_to, cutoff)
                 finally:
                     response.close()
         raise FetchError(f"more than {self.max_redirects} redirects")
 
-    def _open(self, url: str, headers: Mapping[str, str]) -> requests.Response:
+    def with_timeout(self, seconds: float) -> Fetcher:
+        """This fetcher (same session, per-host slots and caps) with its own timeout and deadline, for
+        requests that must not take as long as a source's (the full text of an entry's page)."""
+        clone = copy.copy(self)
+        clone.timeout = clone.deadline = seconds
+        return clone
+
+    def post_form(self, url: str, form: Mapping[str, str]) -> FetchResult:
+        """POST a form (a WebSub subscription request) under the same limits; FetchError unless 2xx.
+        Redirects are not followed: a hub that moved is reported, not chased with our secret."""
+        deadline = time.monotonic() + self.deadline
+        cutoff = _fetching.cutoff = _Cutoff(self.deadline)
         try:
-            return self.session.get(url, headers=headers, stream=True, allow_redirects=False,
-                                    timeout=(self.timeout, self.timeout))
+            with self.limiter.slot(url):
+                response = self._open(url, {}, method="POST", data=dict(form))
+                try:
+                    if response.status_code in REDIRECTS:
+                        raise FetchError(f"{_status_message(response.status_code)} (redirects are not followed "
+                                         "for a POST)", status=response.status_code)
+                    return self._finish(response, url, deadline, None, cutoff)
+                finally:
+                    response.close()
+        finally:
+            cutoff.cancel()
+            _fetching.cutoff = None
+
+    def _open(self, url: str, headers: Mapping[str, str], method: str = "GET",
+              data: Mapping[str, str] | None = None) -> requests.Response:
+        try:
+            return self.session.request(method, url, headers=headers, data=data, stream=True,
+                                        allow_redirects=False, timeout=(self.timeout, self.timeout))
         except requests.exceptions.ConnectTimeout:
             raise FetchError(f"connect timed out after {_seconds(self.timeout)}") from None
         except requests.exceptions.ReadTimeout:
@@ -153,17 +271,17 @@ class Fetcher:
         except requests.exceptions.ConnectionError as exc:
             raise FetchError(_connection_message(exc, url)) from None
         except requests.exceptions.RequestException as exc:
-            raise FetchError(f"request failed: {_root_cause(exc)}") from None
+            raise FetchError(f"request failed: {_scrub(_root_cause(exc), url)}") from None
 
     def _finish(self, response: requests.Response, url: str, deadline: float,
-                moved_to: str | None) -> FetchResult:
+                moved_to: str | None, cutoff: _Cutoff) -> FetchResult:
         status = response.status_code
         headers = {k.lower(): v for k, v in response.headers.items()}
         if status == 304:
             return FetchResult(url=url, status=304, headers=headers, moved_to=moved_to,
                                etag=headers.get("etag"), last_modified=headers.get("last-modified"))
         if status >= 400 or status < 200:
-            raise FetchError(_status_line(status), status=status, permanent=status in PERMANENT_FAILURES,
+            raise FetchError(_status_message(status), status=status, permanent=status in PERMANENT_FAILURES,
                              retry_after=_retry_after(headers.get("retry-after"))
                              if status in (429, 503) else None)
         declared = headers.get("content-length", "")
@@ -171,6 +289,9 @@ class Fetcher:
             raise FetchError(f"response over {human_size(self.max_bytes)} "
                              f"(Content-Length {human_size(int(declared))})", status=status)
         body = self._read_body(response.raw, deadline)
+        if cutoff.fired:  # the cut connection looked like the end of a body without Content-Length
+            raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
+                             f"(server sends too slowly; {human_size(len(body))} received)")
         return FetchResult(url=url, status=status, body=body, headers=headers, moved_to=moved_to,
                            etag=headers.get("etag"), last_modified=headers.get("last-modified"))
 
@@ -231,6 +352,45 @@ def _status_line(status: int) -> str:
         return f"HTTP {status}"
 
 
+def _status_message(status: int) -> str:
+    if status == 410:  # the daemon then asks only every few hours (see daemon._failed)
+        return "HTTP 410 Gone: the server says this address is gone for good; marked gone"
+    return _status_line(status)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+
+
+def _check_headers(headers: Mapping[str, str]) -> None:
+    """Refuse header values HTTP cannot carry before requests does: its message would quote the value,
+    and a source's header values are often secrets."""
+    for name, value in headers.items():
+        if not name or any(c in name for c in " \t\r\n:\0") or any(c in value for c in "\r\n\0") \
+                or value[:1] in (" ", "\t"):
+            raise FetchError(f"request header {name.strip()!r} has a name or value HTTP does not allow (a line "
+                             "break, NUL or leading space): check params.py, or the environment variable of auth")
+
+
+def _scrub(text: str, url: str) -> str:
+    """Hide in a library's message whatever of `url` redact_url hides (userinfo, tokens): urllib3
+    quotes the path and query ("with url: /feed?token=..."), requests sometimes the whole address."""
+    safe = redact_url(url)
+    if safe == url:
+        return text
+    for raw, hidden in ((url, safe), (_path_query(url), _path_query(safe)),
+                        (urlsplit(url).netloc, urlsplit(safe).netloc)):
+        if raw and raw != hidden:
+            text = text.replace(raw, hidden)
+    return text
+
+
+def _path_query(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + ("?" + parts.query if parts.query else "")
+
+
 def _retry_after(value: str | None) -> float | None:
     """Seconds to wait from a Retry-After header (seconds or an HTTP date); None when absent or bad."""
     if not value:
@@ -266,5 +426,5 @@ def _connection_message(exc: BaseException, url: str) -> str:
         return f"{host} closed the connection without answering"
     if "Network is unreachable" in text:
         return f"network unreachable for {host}"
-    return f"connection failed: {_root_cause(exc)}"
+    return f"connection failed: {_scrub(_root_cause(exc), url)}"
 

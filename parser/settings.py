@@ -19,12 +19,27 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import SettingsError
+from .job_settings import LinkJob, check_link_jobs
+from .opml import OpmlError, read_outlines
+from .ratelimit import Rate
 from .record import RECORD_FIELDS
+from .source_options import (
+    PROTOCOL_KEYS,
+    Auth,
+    JsonApi,
+    Push,
+    check_callback_base,
+    check_protocol_keys,
+    check_push_paths,
+    check_rate_fits,
+    default_interval,
+    parse_listen,
+)
 
 MiB = 1024 * 1024
 DEDUP_MODES = ("hashfile", "bloom", "off")
 HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
-SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items")
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items") + PROTOCOL_KEYS
 
 
 @dataclass(frozen=True)
@@ -37,6 +52,13 @@ class Source:
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tags: tuple[str, ...] = ()
     max_items: int = 50
+    # Protocol adapters (parser/source_options.py): the protocol, and the keys that protocol reads.
+    protocol: str = "feed"
+    api: JsonApi | None = None      # json_api and webhook: items, map, query/header params, paging
+    auth: Auth | None = None
+    push: Push | None = None        # webhook and websub: path, secret_env, delivery_header, hub
+    rate: Rate | None = None
+    full_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,10 @@ class Settings:
     dead_after: int
     log_max_bytes: int
     log_backups: int
+    link_jobs: tuple[LinkJob, ...] = ()  # two-pass jobs (parser/job_settings.py)
+    webhook_listen: tuple[str, int] = ("127.0.0.1", 8787)  # protocol adapters (parser/source_options.py)
+    websub_callback_base: str = ""
+    full_text_timeout: float = 10.0
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -86,6 +112,11 @@ DEFAULTS: dict[str, Any] = {
     "DEAD_AFTER": 5,
     "LOG_MAX_BYTES": 10 * MiB,
     "LOG_BACKUPS": 5,
+    "LINK_JOBS": [],
+    "WEBHOOK_LISTEN": "127.0.0.1:8787",
+    "WEBSUB_CALLBACK_BASE": "",
+    "SOURCES_OPML": None,
+    "FULL_TEXT_TIMEOUT": 10,
 }
 
 
@@ -163,6 +194,10 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         problems.add("DEADLINE", f"must be at least TIMEOUT ({v['TIMEOUT']}), got {v['DEADLINE']!r}")
 
     sources = _check_sources(v["SOURCES"], v, base, problems)
+    listen = _check_protocol_settings(v, problems)
+    sources += _opml_sources(v, base, sources, problems)
+    check_push_paths(sources, problems)
+    link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
     problems.raise_if_any()
 
     return Settings(
@@ -187,6 +222,10 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         dead_after=v["DEAD_AFTER"],
         log_max_bytes=v["LOG_MAX_BYTES"],
         log_backups=v["LOG_BACKUPS"],
+        link_jobs=tuple(link_jobs),
+        webhook_listen=listen,
+        websub_callback_base=v["WEBSUB_CALLBACK_BASE"].rstrip("/"),
+        full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
     )
 
 
@@ -213,14 +252,15 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         if name in seen:
             problems.add(where, f"duplicate source name {name!r}")
         seen.add(name)
-        url = item.get("url")
+        extra = check_protocol_keys(item, where, name, str(v["WEBHOOK_LISTEN"]), problems)
+        url = item.get("url", extra.pop("url", None))  # a webhook's url defaults to its listener address
         resolved = _source_url(url, base)
         if resolved is None:
             problems.add(where, f"url must be an http(s) URL, a file:// URL or a file path, got {url!r}")
         enabled = item.get("enabled", True)
         if not isinstance(enabled, bool):
             problems.add(where, f"enabled must be True or False, got {enabled!r}")
-        interval = item.get("interval", v["POLL_INTERVAL"])
+        interval = item.get("interval", default_interval(item, v["POLL_INTERVAL"]))
         if not _positive_number(interval):
             problems.add(where, f"interval must be a number of seconds above 0, got {interval!r}")
         headers = item.get("headers", {})
@@ -239,8 +279,58 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
             sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
                                   if _positive_number(interval) else 600.0,
                                   headers=MappingProxyType(dict(headers)), tags=tuple(tags),
-                                  max_items=max_items if _positive_int(max_items) else 50))
+                                  max_items=max_items if _positive_int(max_items) else 50, **extra))
+            if _positive_number(interval):
+                check_rate_fits(extra.get("rate"), float(interval), where, problems)
     return sources
+
+
+def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple[str, int]:
+    """WEBHOOK_LISTEN, WEBSUB_CALLBACK_BASE, FULL_TEXT_TIMEOUT (SOURCES_OPML is read by _opml_sources)."""
+    try:
+        listen = parse_listen(v["WEBHOOK_LISTEN"])
+    except ValueError as exc:
+        problems.add("WEBHOOK_LISTEN", str(exc))
+        listen = ("127.0.0.1", 8787)
+    if not check_callback_base(v["WEBSUB_CALLBACK_BASE"]):
+        problems.add("WEBSUB_CALLBACK_BASE", "must be '' or the public http(s) address at which hubs reach "
+                     f"WEBHOOK_LISTEN, got {v['WEBSUB_CALLBACK_BASE']!r}")
+    if not _positive_number(v["FULL_TEXT_TIMEOUT"]):
+        problems.add("FULL_TEXT_TIMEOUT", f"must be a number of seconds above 0, got {v['FULL_TEXT_TIMEOUT']!r}")
+    return listen
+
+
+def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems) -> list[Source]:
+    """SOURCES_OPML: each feed outline of the file becomes a feed source; names must stay unique."""
+    raw = v["SOURCES_OPML"]
+    if raw is None:
+        return []
+    if not isinstance(raw, (str, os.PathLike)) or str(raw) == "":
+        problems.add("SOURCES_OPML", f"must be the path of an OPML file, got {raw!r}")
+        return []
+    path = _resolve(raw, base)
+    try:
+        outlines = read_outlines(path)
+    except OpmlError as exc:
+        problems.add("SOURCES_OPML", str(exc))
+        return []
+    names = {s.name: "SOURCES" for s in sources}
+    out: list[Source] = []
+    for outline in outlines:
+        where = f"SOURCES_OPML ({path.name} line {outline.line}, {outline.name!r})"
+        if outline.name in names:
+            problems.add(where, f"name clash: {names[outline.name]} already has a source named {outline.name!r}"
+                         " (rename one of them)")
+            continue
+        names[outline.name] = f"{path.name} line {outline.line}"
+        url = _source_url(outline.url, base)
+        if url is None:
+            problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
+            continue
+        out.append(Source(name=outline.name, url=url, interval=float(v["POLL_INTERVAL"])
+                          if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
+                          max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50))
+    return out
 
 
 def _source_url(url: Any, base: Path) -> str | None:

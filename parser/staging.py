@@ -19,6 +19,10 @@ from pathlib import Path
 from .errors import StorageError
 
 log = logging.getLogger("parser")
+# A record's content can be as large as MAX_BYTES. The csv module's default cap of 128 KiB per field
+# would stop every flush of such a record (and every start after it), and make repair_torn_tail
+# cut the file at that record as if it were torn.
+csv.field_size_limit(2**31 - 1)
 
 
 class StagingFile:

@@ -2,9 +2,17 @@
 
 An adapter is a function `parse(body, *, url, headers, source, fetched) -> Parsed`. Nothing
 downstream of it knows which protocol a record came from.
+
+parse_body is the one dispatch point. It chooses by the source's `protocol`: "json_api" and
+"webhook" bodies are JSON read by the source's `items` and `map`; "feed" (the default) and
+"websub" bodies are feeds whose format is detected from the Content-Type and the body itself
+(an XML root element for RSS/Atom/RDF through feedparser, a JSON Feed `version` for JSON Feed),
+and Parsed.kind says what was found ("rss20", "atom10", "jsonfeed11", ...).
+Every record then passes sanitize.finish_record: safe HTML in `content`, `title` capped.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -14,9 +22,38 @@ class Parsed:
     # Problems that did not stop the parse (a truncated feed kept what parsed): one line each.
     warnings: list[str] = field(default_factory=list)
     kind: str = ""  # what was found, for the log: "rss20", "atom10", ...
+    next_url: str | None = None  # json_api with a `next` path: the address of the following page
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
     """Pick the adapter for `source` and parse one fetched body into records."""
-    from . import feed  # imported here: adapters import Parsed from this module
-    return feed.parse(body, url=url, headers=headers, source=source, fetched=fetched)
+    # Imported here: adapters import Parsed from this module.
+    from ..sanitize import finish_record
+    from . import feed, json_api, jsonfeed
+    protocol = getattr(source, "protocol", "feed")
+    if protocol in ("json_api", "webhook"):
+        adapter = json_api.parse
+    elif looks_like_json(body, headers):
+        adapter = jsonfeed.parse
+    else:
+        adapter = feed.parse
+    parsed = adapter(body, url=url, headers=headers, source=source, fetched=fetched)
+    parsed.records = [finish_record(r) for r in parsed.records]
+    return parsed
+
+
+def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
+    """A JSON media type, or (servers often say text/plain or nothing) a body that opens with '{'."""
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    mime = content_type.split(";")[0].strip().lower()
+    if mime.endswith("/json") or mime.endswith("+json"):
+        return True
+    head = body[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"{") and not mime.endswith("xml")
+
+
+def newest(records: list[dict], limit: int) -> list[dict]:
+    """The `limit` newest records: by date when every record has one, else in the source's order."""
+    if len(records) > limit and all(r["published"] for r in records):
+        records = sorted(records, key=lambda r: r["published"], reverse=True)
+    return records[:limit]

@@ -1,0 +1,214 @@
+"""The recursive harvest: from a root page, follow links level by level and collect object links.
+
+Depth counts link hops from the root (root = 0). Levels are done one after the other, so a link's
+depth is always its shortest distance from the root. A link more than `depth` hops away is neither
+fetched nor collected. Object links are leaves: collected, never expanded. Only pages matching
+`follow` inside the allowed domains are expanded, at most `max_pages` of them per run; robots.txt
+is obeyed for both. Schemes other than http(s) (mailto:, javascript:, tel: ...) never get this far.
+
+`fetch_page` runs in a worker thread (fetch + parse); `Harvest` runs in the main thread and keeps
+the run's progress in harvest.log (append-only, rewritten when a new run starts), so a run killed
+half-way resumes where it stopped: pages already expanded are not fetched again.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from parser.errors import FetchError, ParseError
+from parser.extract import page_links, parse_html
+from parser.fetch import Fetcher
+from parser.job_settings import HarvestSpec
+from parser.urls import canonical_url
+
+from .linkfile import Link, append_lines, open_append, read_lines
+from .politeness import HostPacer, Robots, polite_get
+
+# Links to these are files, not pages: never worth expanding (Scrapy's LinkExtractor skips the same).
+_NOT_PAGES = re.compile(
+    r"\.(jpe?g|png|gif|webp|svg|ico|bmp|tiff?|css|js|json|xml|rss|atom|pdf|docx?|xlsx?|pptx?|odt|zip|gz|tgz|bz2|"
+    r"xz|7z|rar|tar|exe|msi|dmg|apk|iso|mp3|mp4|m4a|ogg|wav|avi|mov|mkv|webm|woff2?|ttf|eot)$", re.IGNORECASE)
+
+
+def in_domains(url: str, domains: tuple[str, ...]) -> bool:
+    host = (urlsplit(url).hostname or "").rstrip(".").lower()
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+@dataclass
+class PageResult:
+    """What a worker found on one page, already filtered: every link here may be written."""
+    url: str
+    depth: int
+    objects: list[str] = field(default_factory=list)
+    pages: list[str] = field(default_factory=list)
+    error: str | None = None
+    skipped: Counter = field(default_factory=Counter)  # offsite, robots, too deep
+
+
+def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pacer: HostPacer, robots: Robots,
+               delay: float) -> PageResult:
+    """Worker thread: fetch one page and sort its links into objects and pages to expand."""
+    result = PageResult(url=url, depth=depth)
+    try:
+        response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=delay, robots=robots)
+        if not in_domains(response.url, spec.allowed_domains):
+            result.error = f"redirected outside the allowed domains, to {response.url}"
+            return result
+        doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
+    except (FetchError, ParseError) as exc:
+        result.error = str(exc)
+        return result
+    objects_re = re.compile(spec.objects)
+    follow_re = re.compile(spec.follow) if spec.follow else None
+    next_depth = depth + 1
+    for raw in page_links(doc, response.url):
+        link = canonical_url(raw)
+        if not in_domains(link, spec.allowed_domains):
+            result.skipped["offsite"] += 1
+            continue
+        is_object = bool(objects_re.search(link))
+        if next_depth > spec.depth or (not is_object and next_depth >= spec.depth):
+            # An object one hop too far, or a page whose links would all be too far.
+            result.skipped["too deep"] += 1
+            continue
+        if not is_object and (_NOT_PAGES.search(urlsplit(link).path)
+                              or (follow_re is not None and not follow_re.search(link))):
+            result.skipped["not followed"] += 1
+            continue
+        if not robots.allowed(link):
+            result.skipped["robots"] += 1
+            continue
+        (result.objects if is_object else result.pages).append(link)
+    return result
+
+
+class Harvest:
+    """One job's harvest runs, in harvest.log:
+
+        run <n> <started> <links in the link file then>
+        page <depth> <url> <found on>     (queued for expansion)
+        done <url> <outcome>              (expanded, or failed)
+        end <n> <finished> <summary>
+    """
+
+    def __init__(self, folder: Path, job: str, spec: HarvestSpec, *, clock: Callable[[], float]):
+        self.path = folder / "harvest.log"
+        self.job = job
+        self.spec = spec
+        self.clock = clock
+        self.run = 0
+        self.links_before = 0
+        self.queued: dict[str, tuple[int, str]] = {}   # url -> (depth, found on)
+        self.done: set[str] = set()
+        self.failed = 0
+        self.taken: set[str] = set()                   # in flight
+        self.active = False
+        self.stopped_at_max = False
+        self._fd: int | None = None
+        self._load()
+
+    def _load(self) -> None:
+        for line in read_lines(self.path):
+            parts = line.split("\t")
+            kind = parts[0]
+            if kind == "run" and len(parts) >= 4:
+                self.run, self.links_before, self.active = int(parts[1]), int(parts[3]), True
+                self.queued, self.done, self.failed = {}, set(), 0
+            elif kind == "page" and len(parts) >= 4:
+                self.queued.setdefault(parts[2], (int(parts[1]), parts[3]))
+            elif kind == "done" and len(parts) >= 3:
+                self.done.add(parts[1])
+                self.failed += parts[2] != "ok"
+            elif kind == "end":
+                self.active = False
+        if self.active:
+            self._fd = open_append(self.path, "")
+
+    @property
+    def pages_done(self) -> int:
+        return len(self.done)
+
+    def start(self, links_now: int) -> None:
+        """Begin a new run from the root; the file is rewritten to hold this run alone."""
+        self.run += 1
+        self.links_before = links_now
+        self.queued = {canonical_url(self.spec.root): (0, "-")}
+        self.done, self.failed, self.taken = set(), 0, set()
+        self.active, self.stopped_at_max = True, False
+        tmp = self.path.with_suffix(".tmp")
+        root = next(iter(self.queued))
+        tmp.write_text(f"# job {self.job}: harvest progress (pass 1); the current or last run\n"
+                       f"run\t{self.run}\t{_stamp(self.clock())}\t{links_now}\n"
+                       f"page\t0\t{root}\t-\n", encoding="utf-8")
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = open_append(self.path, "")
+
+    def take(self, limit: int) -> list[tuple[str, int]]:
+        """Up to `limit` pages to fetch next: the shallowest level not done, and only that level."""
+        budget = self.spec.max_pages - len(self.done) - len(self.taken)
+        waiting = [(url, d) for url, (d, _) in self.queued.items() if url not in self.done]
+        if not waiting:
+            return []
+        level = min(d for _, d in waiting)
+        if budget <= 0:
+            self.stopped_at_max = True
+            return []
+        out = [(u, d) for u, d in waiting if d == level and u not in self.taken][:min(limit, budget)]
+        self.taken.update(u for u, _ in out)
+        return out
+
+    def finished(self) -> bool:
+        """Nothing in flight and nothing left to fetch (or max_pages reached)."""
+        if self.taken:
+            return False
+        waiting = any(url not in self.done for url in self.queued)
+        if waiting and len(self.done) >= self.spec.max_pages:
+            self.stopped_at_max = True
+        return not waiting or self.stopped_at_max
+
+    @staticmethod
+    def links_of(result: PageResult) -> list[Link]:
+        """The page's object links, for the link file (written before `record`)."""
+        return [Link(url, result.depth + 1, result.url) for url in result.objects]
+
+    def record(self, result: PageResult) -> None:
+        """Main thread, once the page's object links are in the link file: queue its pages, mark it done."""
+        self.taken.discard(result.url)
+        lines = []
+        for page in result.pages:
+            if page not in self.queued:
+                self.queued[page] = (result.depth + 1, result.url)
+                lines.append(f"page\t{result.depth + 1}\t{page}\t{result.url}\n")
+        outcome = "ok" if result.error is None else " ".join(result.error.split())
+        lines.append(f"done\t{result.url}\t{outcome}\n")
+        self.done.add(result.url)
+        self.failed += result.error is not None
+        append_lines(self._fd, "".join(lines))
+
+    def release(self, url: str) -> None:
+        """A page abandoned in flight (the daemon is stopping): it stays queued for the resume."""
+        self.taken.discard(url)
+
+    def end(self, summary: str) -> None:
+        append_lines(self._fd, f"end\t{self.run}\t{_stamp(self.clock())}\t{summary}\n")
+        self.active = False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(int(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,207 @@
+"""JSON APIs (and webhook payloads): a JSON document into records, by the source's `items` path and
+its `map` of record field -> dotted path in an item.
+
+A page's next address (the `next` path) travels back in Parsed.next_url; parser/poll.py follows it.
+The request side (query_params, header_params, auth) is built here too, so one module knows the
+whole protocol.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from ..errors import FetchError, ParseError
+from ..record import clean_text, html_to_text, utc_iso
+from ..urls import canonical_url
+from . import Parsed, newest
+from .jsonfeed import load_json
+
+# Where a record field is looked for when `map` does not say: the names APIs use most.
+DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
+    "guid": ("id", "guid", "uuid"),
+    "link": ("url", "link", "permalink", "html_url"),
+    "title": ("title", "name", "headline"),
+    "author": ("author", "authors", "user", "by"),
+    "published": ("published", "published_at", "date_published", "date", "created_at", "time", "timestamp"),
+    "summary": ("summary", "description", "excerpt"),
+    "content": ("content_html", "content", "body_html", "body", "html"),
+}
+_AUTHOR_KEYS = ("name", "display_name", "username", "login")
+
+
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str) -> Parsed:
+    """One JSON answer into records; ParseError when it is not JSON, holds an error object, or has
+    no list at `items`."""
+    document = load_json(body)
+    api = source.api
+    error = error_of(document)
+    if error:
+        raise ParseError(f"the API answered with an error: {error}")
+    items = list_at(document, api.items if api else "")
+    records, skipped = [], 0
+    for item in items:
+        if isinstance(item, Mapping):
+            records.append(record_from(item, api.map if api else {}, source.name, fetched))
+        else:
+            skipped += 1
+    warnings = [f"skipped {skipped} items that are not JSON objects"] if skipped else []
+    next_url = None
+    if api and api.next:
+        value = resolve(document, api.next)
+        if isinstance(value, str) and value.strip():
+            next_url = urljoin(url, value.strip())
+    return Parsed(records=newest(records, source.max_items), warnings=warnings, kind="json", next_url=next_url)
+
+
+def error_of(document: Any) -> str:
+    """The text of an `{"error": ...}` object in an answer ('' when there is none)."""
+    if not isinstance(document, Mapping):
+        return ""
+    error = document.get("error")
+    if error in (None, False, "", {}, []):
+        return ""
+    if isinstance(error, Mapping):
+        parts = [str(error[k]) for k in ("code", "type", "message", "description") if error.get(k)]
+        text = ": ".join(parts) if parts else str(dict(error))
+    else:
+        text = str(error)
+    message = document.get("message") or document.get("error_description")
+    if isinstance(message, str) and message and message not in text:
+        text += f": {message}"
+    return html_to_text(text)[:200]
+
+
+def list_at(document: Any, path: str) -> list:
+    """The list at a dotted path; a single object where a list was expected counts as a list of one."""
+    found = resolve(document, path) if path else document
+    if isinstance(found, list):
+        return found
+    if isinstance(found, Mapping) and path == "" and not any(k in found for k in ("items", "data", "results")):
+        return [found]  # a webhook that posts one object
+    where = f"items path {path!r}" if path else "the top level (set items to the list's dotted path)"
+    keys = ", ".join(list(found)[:8]) if isinstance(found, Mapping) else type(found).__name__
+    raise ParseError(f"no list at {where}; found {keys if found is not None else 'nothing'}")
+
+
+def resolve(document: Any, path: str) -> Any:
+    """Follow a dotted path ('data.posts', 'author.name', 'items.0.id'); None where it leads nowhere."""
+    value = document
+    for part in path.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name: str, fetched: str) -> dict:
+    def pick(name: str) -> Any:
+        if name in mapping:
+            return resolve(item, mapping[name])
+        for path in DEFAULT_PATHS[name]:
+            value = resolve(item, path)
+            if value not in (None, "", [], {}):
+                return value
+        return None
+
+    guid = _scalar(pick("guid"))
+    link = _scalar(pick("link"))
+    if not link and guid.startswith(("http://", "https://")):
+        link = guid
+    link = canonical_url(link)
+    return {
+        "source": source_name,
+        "guid": guid or link,
+        "link": link,
+        "title": html_to_text(_scalar(pick("title"))),
+        "author": _author(pick("author")),
+        "published": timestamp(pick("published")),
+        "summary": html_to_text(_scalar(pick("summary"))),
+        "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
+        "fetched": fetched,
+    }
+
+
+def timestamp(value: Any) -> str:
+    """UTC ISO 8601 from seconds or milliseconds since the epoch (number or digits) or ISO 8601 text."""
+    if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
+        value = float(value.strip())
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return utc_iso(value)
+
+
+def _author(value: Any) -> str:
+    if isinstance(value, Mapping):
+        for key in _AUTHOR_KEYS:
+            if isinstance(value.get(key), str) and value[key].strip():
+                return html_to_text(value[key])
+        return ""
+    if isinstance(value, list):
+        names = [_author(v) for v in value]
+        return ", ".join(n for n in names if n)
+    return html_to_text(_scalar(value))
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return clean_text(value).strip()
+
+
+# -- the request side ----------------------------------------------------------------------------
+def first_page_url(source: Any) -> str:
+    """The source's url with its query_params (and an api_key auth param) added."""
+    api = source.api
+    params = dict(api.query_params) if api else {}
+    return with_query(source.url, {**params, **auth_params(source)})
+
+
+def page_url(source: Any, page: int) -> str:
+    """The address of page `page` (1, 2, ...) for `page_param` paging."""
+    api = source.api
+    start = int(api.query_params.get(api.page_param, 1))
+    return with_query(first_page_url(source), {api.page_param: str(start + page - 1)})
+
+
+def request_headers(source: Any) -> dict[str, str]:
+    """The source's headers, its header_params and its auth header: never a query parameter."""
+    headers = dict(source.headers)
+    if getattr(source, "api", None):
+        headers.update(source.api.header_params)
+    auth = getattr(source, "auth", None)
+    if auth is not None and not auth.param:
+        token = _token(auth)
+        headers["Authorization" if auth.type == "bearer" else auth.header] = \
+            f"Bearer {token}" if auth.type == "bearer" else token
+    return headers
+
+
+def auth_params(source: Any) -> dict[str, str]:
+    auth = getattr(source, "auth", None)
+    return {auth.param: _token(auth)} if auth is not None and auth.param else {}
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Credentials go only where the source's own address is: a `next` link elsewhere is not followed."""
+    pa, pb = urlsplit(a), urlsplit(b)
+    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+
+
+def with_query(url: str, params: Mapping[str, str]) -> str:
+    if not params:
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
+    query.extend(params.items())
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+
+
+def _token(auth: Any) -> str:
+    token = auth.token()
+    if not token:
+        raise FetchError(f"the environment variable {auth.token_env} (auth token_env) is empty or not set")
+    return token

@@ -1,0 +1,148 @@
+"""Object pages: parse HTML safely, pull out fields by XPath or CSS, and list a page's links.
+
+The parser never resolves entities, never touches the network and refuses trees deeper or larger
+than any real page (libxml2 would silently cut them). A field is the text of what its selector
+matches, whitespace collapsed; several matches are joined by a newline; no match is ''.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import lxml.html
+from cssselect import HTMLTranslator, SelectorError
+from lxml import etree
+from w3lib.encoding import html_to_unicode
+
+from .errors import ParseError
+from .record import clean_text
+
+MAX_ELEMENTS = 500_000
+HTML_TYPES = ("text/html", "application/xhtml+xml", "")
+_SPACES = re.compile(r"\s+")
+_CSS_PSEUDO = re.compile(r"::(text|attr\(\s*([\w:-]+)\s*\))\s*$")
+_TRANSLATOR = HTMLTranslator()
+LINK_SCHEMES = ("http", "https")
+
+
+def _parser() -> lxml.html.HTMLParser:
+    # One per call: lxml parsers are not safe to share between threads.
+    return lxml.html.HTMLParser(no_network=True, huge_tree=False, remove_comments=True, remove_pis=True)
+
+
+def parse_html(body: bytes, *, content_type: str = "") -> lxml.html.HtmlElement:
+    """The document tree of an HTML page; ParseError when it is not HTML, empty or too large."""
+    mime = content_type.split(";")[0].strip().lower()
+    if mime not in HTML_TYPES:
+        raise ParseError(f"not an HTML page: {mime}")
+    if not body.strip():
+        raise ParseError("empty body")
+    _encoding, text = html_to_unicode(content_type or None, body)
+    text = text.replace("\x00", "")
+    if re.match(r"\s*<\?xml[^>]*\?>", text):  # lxml refuses str input that declares an encoding
+        text = text[text.index("?>") + 2:]
+    parser = _parser()
+    try:
+        doc = lxml.html.document_fromstring(text, parser=parser)
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
+        raise ParseError(f"HTML does not parse: {exc}") from None
+    for entry in parser.error_log:
+        if "Excessive depth" in entry.message or "Huge input lookup" in entry.message:
+            raise ParseError(f"page refused: nesting deeper than a real page ({entry.message.strip()})")
+    count = 0
+    for _ in doc.iter():
+        count += 1
+        if count > MAX_ELEMENTS:
+            raise ParseError(f"page refused: more than {MAX_ELEMENTS:,} elements")
+    return doc
+
+
+def compile_selector(selector: str) -> etree.XPath:
+    """An XPath, or `css:<selector>` (with optional ::text or ::attr(name)); ValueError when invalid."""
+    if not isinstance(selector, str) or not selector.strip():
+        raise ValueError("must be a non-empty XPath or css: selector")
+    expression = selector.strip()
+    if expression.startswith("css:"):
+        css = expression[4:].strip()
+        suffix = ""
+        pseudo = _CSS_PSEUDO.search(css)
+        if pseudo:
+            css = css[:pseudo.start()]
+            suffix = "/text()" if pseudo.group(1) == "text" else f"/@{pseudo.group(2)}"
+        try:
+            expression = _TRANSLATOR.css_to_xpath(css) + suffix
+        except SelectorError as exc:
+            raise ValueError(f"is not a valid CSS selector: {exc}") from None
+    try:
+        return etree.XPath(expression, smart_strings=False)
+    except etree.XPathSyntaxError as exc:
+        raise ValueError(f"is not a valid XPath: {exc}") from None
+
+
+@dataclass
+class Extracted:
+    values: dict[str, str]
+    empty: list[str]  # fields whose selector matched nothing (or only blanks)
+
+
+def extract_fields(doc: lxml.html.HtmlElement, selectors: Mapping[str, etree.XPath]) -> Extracted:
+    values: dict[str, str] = {}
+    empty: list[str] = []
+    for name, xpath in selectors.items():
+        try:
+            result = xpath(doc)
+        except etree.XPathEvalError:
+            result = []
+        text = _text(result)
+        values[name] = text
+        if not text:
+            empty.append(name)
+    return Extracted(values, empty)
+
+
+def _text(result: object) -> str:
+    if isinstance(result, bool):
+        return "true" if result else "false"
+    if isinstance(result, float):
+        return str(int(result)) if result.is_integer() else str(result)
+    if isinstance(result, str):
+        return _clean(result)
+    parts = []
+    for item in result if isinstance(result, list) else [result]:
+        if isinstance(item, etree._Element):
+            text = _clean(item.text_content() if isinstance(item, lxml.html.HtmlElement) else "".join(item.itertext()))
+        else:
+            text = _clean(str(item))
+        if text:
+            parts.append(text)
+    return "\n".join(parts)
+
+
+def _clean(text: str) -> str:
+    return _SPACES.sub(" ", clean_text(text)).strip()
+
+
+def page_links(doc: lxml.html.HtmlElement, url: str) -> list[str]:
+    """Absolute http(s) addresses of the page's <a href> and <area href>, in order, each once.
+
+    mailto:, javascript:, tel:, data: and the like are dropped here; so are bare #fragments.
+    """
+    base = url
+    for href in doc.xpath("//base/@href"):
+        base = urljoin(url, href.strip())
+        break
+    seen: dict[str, None] = {}
+    for href in doc.xpath("//a/@href | //area/@href"):
+        href = clean_text(href).strip()
+        if not href or href.startswith("#"):
+            continue
+        try:
+            absolute = urljoin(base, href)
+            parts = urlsplit(absolute)
+        except ValueError:
+            continue
+        if parts.scheme.lower() in LINK_SCHEMES and parts.hostname:
+            seen.setdefault(absolute, None)
+    return list(seen)

@@ -1,0 +1,118 @@
+"""One poll of one source, in a worker thread: wait for the source's rate, fetch, parse, follow a
+JSON API's pages, fill in full text. Returns the first answer and the records; writes nothing.
+
+The daemon calls Poller.poll for every polled protocol; which requests a protocol needs is decided
+here and in its adapter, never downstream.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .adapters import Parsed, parse_body
+from .adapters import json_api as api
+from .errors import FetchError, ParseError
+from .fetch import Fetcher, FetchResult
+from .fulltext import FullText
+from .ratelimit import RateLimits
+from .urls import redact_url
+
+JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
+
+
+class Poller:
+    def __init__(self, fetcher: Fetcher, *, stop: threading.Event, max_wait: float,
+                 rates: RateLimits | None = None, full_text: FullText | None = None):
+        """`max_wait`: the longest a request waits for its source's rate before the poll gives up."""
+        self.fetcher = fetcher
+        self.stop = stop
+        self.max_wait = max_wait
+        self.rates = rates or RateLimits()
+        self.full_text = full_text
+
+    def poll(self, source: Any, *, etag: str | None, last_modified: str | None,
+             fetched: str) -> tuple[FetchResult, Parsed | None]:
+        """(first answer, records or None when it was a 304). Raises FetchError / ParseError."""
+        if getattr(source, "protocol", "feed") == "json_api":
+            result, parsed = self._json_api(source, etag, last_modified, fetched)
+        else:
+            self._wait_for_rate(source, first=True)
+            result = self.fetcher.get(source.url, headers=api.request_headers(source), etag=etag,
+                                      last_modified=last_modified)
+            parsed = None if result.not_modified else parse_body(source, result.body, url=result.url,
+                                                                 headers=result.headers, fetched=fetched)
+        if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
+            self.full_text.enrich(source, parsed)
+        return result, parsed
+
+    def _wait_for_rate(self, source: Any, *, first: bool) -> bool:
+        """Wait for the source's rate; False when it would take longer than max_wait (later pages).
+        For the first request that is a FetchError carrying Retry-After, so the daemon waits."""
+        rate = getattr(source, "rate", None)
+        if self.rates.wait(source.name, rate, self.max_wait, self.stop) is not None:
+            return True
+        if not first:
+            return False
+        wait = self.rates.next_free(source.name)
+        raise FetchError(f"rate {rate.text} reached: the next request is allowed in {wait:.0f} s",
+                         retry_after=wait)
+
+    def _json_api(self, source: Any, etag: str | None, last_modified: str | None,
+                  fetched: str) -> tuple[FetchResult, Parsed | None]:
+        """Page 1 decides the poll (its error is the source's error, its 304 means nothing new); a
+        later page that fails keeps the pages before it and says so in a warning."""
+        options = source.api
+        headers = api.request_headers(source)
+        url = api.page_url(source, 1) if options.page_param else api.first_page_url(source)
+        first: FetchResult | None = None
+        records: list[dict] = []
+        warnings: list[str] = []
+        seen = {url}
+        pages = 0
+        for page in range(1, options.max_pages + 1):
+            if page == 1:
+                self._wait_for_rate(source, first=True)
+            elif not self._wait_for_rate(source, first=False):
+                warnings.append(f"stopped after page {pages}: rate {source.rate.text} allows the next page "
+                                "only later; the rest comes with the next poll")
+                break
+            try:
+                result = self.fetcher.get(url, headers=headers, accept=JSON_ACCEPT,
+                                          etag=etag if page == 1 else None,
+                                          last_modified=last_modified if page == 1 else None)
+                if page == 1 and result.not_modified:
+                    return result, None
+                parsed = parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched)
+            except (FetchError, ParseError) as exc:
+                if page == 1:
+                    raise
+                warnings.append(f"page {page} ({redact_url(url)}) failed: {exc}; kept the {pages} pages before it")
+                break
+            first = first or result
+            pages += 1
+            records.extend(parsed.records)
+            warnings.extend(parsed.warnings)
+            if not parsed.records or len(records) >= source.max_items:
+                break
+            url = self._next_url(source, page, parsed, result.url, warnings)
+            if not url or url in seen:
+                break
+            seen.add(url)
+        kind = "json_api" if pages == 1 else f"json_api, {pages} pages"
+        return first, Parsed(records=records[:source.max_items], warnings=warnings, kind=kind)
+
+    @staticmethod
+    def _next_url(source: Any, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:
+        options = source.api
+        if options.page_param:
+            return api.page_url(source, page + 1)
+        if not options.next or not parsed.next_url:
+            return None
+        target = parsed.next_url
+        if not api.same_origin(target, source.url):
+            # The token goes with every page: a next link elsewhere would hand it to a stranger.
+            warnings.append(f"next page {redact_url(target)} is on another host than the source; not followed")
+            return None
+        if api.auth_params(source):
+            target = api.with_query(target, api.auth_params(source))
+        return target

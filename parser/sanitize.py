@@ -1,0 +1,53 @@
+"""The last step of every adapter: stored `content` is HTML cut down to a safe whitelist, `title`
+at most TITLE_MAX characters, every field a string.
+
+feedparser already sanitizes RSS and Atom; JSON Feed, JSON APIs, webhooks and extracted full text
+arrive as whatever the sender wrote, so the rule is applied here to every record alike. nh3 (the
+Ammonia sanitizer, in Rust) parses HTML the way browsers do, which a pattern never will.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import nh3
+
+from .record import RECORD_FIELDS, clean_text, html_to_text
+
+TITLE_MAX = 500
+
+# Text structure, links and images; no scripts, styles, forms, frames or event handlers.
+SAFE_TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "dd", "del", "div", "dl", "dt",
+    "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd",
+    "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "sup",
+    "table", "tbody", "td", "tfoot", "th", "thead", "time", "tr", "u", "ul",
+})
+SAFE_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "img": {"src", "alt", "title", "width", "height"},
+    "td": {"colspan", "rowspan"},
+    "th": {"colspan", "rowspan", "scope"},
+    "time": {"datetime"},
+    "blockquote": {"cite"},
+    "q": {"cite"},
+    "ol": {"start"},
+}
+SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def safe_html(value: Any) -> str:
+    """HTML reduced to SAFE_TAGS/SAFE_ATTRIBUTES; script and style elements go with their content."""
+    text = clean_text(value)
+    if not text:
+        return ""
+    return nh3.clean(text, tags=set(SAFE_TAGS), attributes={k: set(v) for k, v in SAFE_ATTRIBUTES.items()},
+                     url_schemes=set(SAFE_SCHEMES), link_rel=None, strip_comments=True).strip()
+
+
+def finish_record(record: Mapping[str, Any]) -> dict:
+    """The record as it is stored: every field present as text, title capped, content sanitized."""
+    out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS}
+    out["title"] = html_to_text(out["title"])[:TITLE_MAX]
+    out["content"] = safe_html(out["content"])
+    return out

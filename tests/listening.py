@@ -1,0 +1,44 @@
+"""Helpers for tests of the daemon's listener (webhook, WebSub): a free loopback port, waiting for a
+condition, starting the daemon and waiting until it listens."""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def start_listening(project) -> subprocess.Popen:
+    """Start the daemon (no --once) and return once parser.log says it listens."""
+    before = project.log().count("listening on")  # an earlier run's line is no sign of this one
+    proc = project.start()
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()}")
+        return project.log().count("listening on") > before
+
+    wait_for(listening, "the daemon's listener")
+    return proc
+
+
+def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
+    """SIGTERM, as a service manager would: the daemon flushes and exits."""
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=timeout)

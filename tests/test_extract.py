@@ -1,0 +1,113 @@
+"""Object pages: fields by XPath and CSS, stripped text, empty fields, page links, and the safe parser
+(no entities, no network, no huge trees, nothing that is not HTML)."""
+from __future__ import annotations
+
+import pytest
+
+from parser.errors import ParseError
+from parser.extract import compile_selector, extract_fields, page_links, parse_html
+
+PRODUCT = """<!DOCTYPE html>
+<html><head><title>Shop</title></head><body>
+  <div class="product_main">
+    <h1>  A Light in the
+        Attic  </h1>
+    <p class="price_color">£51.77</p>
+    <p class="instock availability"><i class="icon-ok"></i>
+        In stock (22 available)
+    </p>
+    <ul class="tags"><li>poetry</li><li> classics </li><li>   </li></ul>
+    <a class="cover" href="/media/cover.jpg">cover</a>
+  </div>
+</body></html>"""
+
+
+def fields(html: str | bytes, selectors: dict[str, str], content_type: str = "text/html; charset=utf-8"):
+    body = html.encode("utf-8") if isinstance(html, str) else html
+    doc = parse_html(body, content_type=content_type)
+    return extract_fields(doc, {k: compile_selector(v) for k, v in selectors.items()})
+
+
+def test_xpath_and_css_fields_are_stripped_text():
+    got = fields(PRODUCT, {
+        "title": "//div[@class='product_main']/h1",
+        "price": "css:p.price_color::text",
+        "stock": "css:.product_main .availability",
+        "tags": "css:ul.tags li",
+        "cover": "css:a.cover::attr(href)",
+        "tag_count": "count(//ul[@class='tags']/li)",
+    })
+    assert got.values == {"title": "A Light in the Attic", "price": "£51.77", "stock": "In stock (22 available)",
+                          "tags": "poetry\nclassics", "cover": "/media/cover.jpg", "tag_count": "3"}
+    assert got.empty == []
+
+
+def test_a_field_that_matches_nothing_is_empty_and_reported():
+    got = fields(PRODUCT, {"title": "//h1", "isbn": "//td[@class='isbn']", "blank": "css:ul.tags li:last-child"})
+    assert got.values["isbn"] == "" and got.values["blank"] == ""
+    assert got.empty == ["isbn", "blank"]
+
+
+def test_entities_are_not_expanded_and_external_entities_never_read(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    page = f"""<?xml version="1.0"?>
+<!DOCTYPE html [
+  <!ENTITY xxe SYSTEM "file://{secret}">
+  <!ENTITY a "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa">
+  <!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">
+  <!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">
+]>
+<html><body><h1>x&xxe;y</h1><p>&c;</p><p class="ok">caf&eacute; &amp; bar</p></body></html>"""
+    got = fields(page, {"h1": "//h1", "p": "//p[1]", "ok": "//p[@class='ok']"}, "application/xhtml+xml")
+    assert "SECRET" not in got.values["h1"]
+    assert len(got.values["p"]) < 100  # no "billion laughs"
+    assert got.values["ok"] == "café & bar"  # HTML's own entities are still text
+
+
+def test_too_deep_a_tree_is_refused_not_silently_cut():
+    with pytest.raises(ParseError, match="nesting deeper than a real page"):
+        parse_html(b"<html><body>" + b"<div>" * 5000 + b"x", content_type="text/html")
+
+
+def test_too_many_elements_are_refused(monkeypatch):
+    import parser.extract as extract
+    monkeypatch.setattr(extract, "MAX_ELEMENTS", 1000)
+    with pytest.raises(ParseError, match="more than 1,000 elements"):
+        parse_html(b"<html><body>" + b"<p>x</p>" * 2000, content_type="text/html")
+
+
+@pytest.mark.parametrize("content_type, body, message", [
+    ("application/pdf", b"%PDF-1.4", "not an HTML page: application/pdf"),
+    ("application/json", b'{"a": 1}', "not an HTML page: application/json"),
+    ("text/html", b"   \n", "empty body"),
+])
+def test_what_is_not_an_html_page_is_a_parse_error(content_type, body, message):
+    with pytest.raises(ParseError, match=message):
+        parse_html(body, content_type=content_type)
+
+
+def test_charset_from_the_header_or_the_meta_tag():
+    cyrillic = "<html><head><meta charset='windows-1251'></head><body><h1>Привет</h1></body></html>"
+    assert fields(cyrillic.encode("cp1251"), {"h1": "//h1"}, "text/html").values["h1"] == "Привет"
+    koi = "<html><body><h1>Привет</h1></body></html>".encode("koi8-r")
+    assert fields(koi, {"h1": "//h1"}, "text/html; charset=koi8-r").values["h1"] == "Привет"
+
+
+def test_page_links_are_absolute_http_only_and_once_each():
+    page = parse_html(b"""<html><head><base href="http://shop.test/catalogue/"></head><body>
+        <a href="book_1/index.html">1</a> <a href="book_1/index.html">again</a>
+        <a href="../index.html">home</a> <a href="#top">top</a> <a href="">empty</a>
+        <a href="mailto:a@b.c">mail</a> <a href="javascript:alert(1)">js</a> <a href=" tel:+1 ">tel</a>
+        <a href="ftp://shop.test/x">ftp</a> <a href="data:text/html,hi">data</a>
+        <a href="//cdn.test/x.html">cdn</a> <map><area href="/area.html"></map>
+        <link href="/style.css"><img src="/pic.png"></body></html>""", content_type="text/html")
+    assert page_links(page, "http://shop.test/index.html") == [
+        "http://shop.test/catalogue/book_1/index.html", "http://shop.test/index.html",
+        "http://cdn.test/x.html", "http://shop.test/area.html"]
+
+
+@pytest.mark.parametrize("selector", ["", "   ", "//h1[", "css:h1..x", "css:::text"])
+def test_bad_selectors_are_refused(selector):
+    with pytest.raises(ValueError):
+        compile_selector(selector)

@@ -1,0 +1,56 @@
+"""SOURCES_OPML through the real daemon: a feed reader's export becomes sources beside SOURCES, and
+a name clash, a missing file or a broken file is a settings error naming the file and line."""
+from __future__ import annotations
+
+from xml.sax.saxutils import quoteattr
+
+from tests.feeds import numbered_items, rss
+
+
+def opml(outlines: str) -> str:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<opml version="2.0">\n<head><title>My feeds</title></head>\n'
+            f"<body>\n{outlines}\n</body>\n</opml>\n")
+
+
+def feed_outline(title: str, url: str) -> str:
+    return f"<outline type=\"rss\" text={quoteattr(title)} title={quoteattr(title)} xmlUrl={quoteattr(url)}/>"
+
+
+def test_opml_outlines_become_sources_beside_sources(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 2, host="a.example")))
+    server.route("/b.xml", body=rss(numbered_items(1, 1, host="b.example")))
+    server.route("/c.xml", body=rss(numbered_items(1, 1, host="c.example")))
+    (project.folder / "feeds.opml").write_text(opml(
+        f'<outline text="Tech">\n  {feed_outline("Alpha blog", server.url("/a.xml"))}\n</outline>\n'
+        f'{feed_outline("Beta news", server.url("/b.xml"))}\n'
+        '<outline text="A note without a feed"/>'), encoding="utf-8")
+    project.write_params(SOURCES=[{"name": "gamma", "url": server.url("/c.xml")}], SOURCES_OPML="feeds.opml")
+    proc = project.run("--once")
+    assert proc.returncode == 0, proc.stderr
+    by_source: dict[str, int] = {}
+    for row in project.rows():
+        by_source[row["source"]] = by_source.get(row["source"], 0) + 1
+    assert by_source == {"Alpha blog": 2, "Beta news": 1, "gamma": 1}
+    assert "Alpha blog  new 2" in project.log()
+
+
+def test_a_name_clash_with_sources_is_a_settings_error(server, project):
+    (project.folder / "feeds.opml").write_text(opml(
+        f'{feed_outline("ok", "https://ok.example/feed")}\n{feed_outline("gamma", "https://x.example/feed")}'),
+        encoding="utf-8")
+    project.write_params(SOURCES=[{"name": "gamma", "url": "https://c.example/feed"}], SOURCES_OPML="feeds.opml")
+    proc = project.run("--once")
+    assert proc.returncode == 2
+    assert "SOURCES_OPML (feeds.opml line 6, 'gamma'): name clash: SOURCES already has a source named 'gamma'" \
+        in proc.stderr
+    assert not project.db_path.exists()
+
+
+def test_a_missing_or_broken_opml_file_is_a_settings_error(project):
+    project.write_params(SOURCES_OPML="nowhere.opml")
+    proc = project.run("--once")
+    assert proc.returncode == 2 and "SOURCES_OPML: file does not exist" in proc.stderr
+    (project.folder / "broken.opml").write_text("<opml><body><outline xmlUrl='x'></body>", encoding="utf-8")
+    project.write_params(SOURCES_OPML="broken.opml")
+    proc = project.run("--once")
+    assert proc.returncode == 2 and "broken.opml is not well-formed XML" in proc.stderr

@@ -1,0 +1,150 @@
+"""Secrets stay secret and local files stay local.
+
+A source's credentials (a bearer token or an API key header from `auth`, a token in the URL's query
+or userinfo, the database password) never appear in parser.log, errors.log or critical.log, also
+when that source fails in every way a fetch can fail; they are not sent on to another origin by a
+redirect. Nothing a source serves can make the daemon put a local file's content into staging or
+the database.
+
+params.py refuses literal secrets in `headers`: tokens come from environment variables named by
+`auth`'s token_env, set here with monkeypatch for the daemon to inherit."""
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from tests.feeds import numbered_items, rss
+
+SECRETS = {
+    "bearer": "BearerSecret-4d1c0e",
+    "header": "HeaderToken-9a7f21",
+    "query": "QueryToken-c03b55",
+    "apikey": "ApiKey-77e0aa",
+    "password": "UserPass-5b8e13",
+    "db": "DbPassword-e1f0c2",
+}
+LOCAL_MARKER = "CONTENT-OF-A-LOCAL-FILE-31f5"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def everything_written(project, stderr: str = "") -> str:
+    """All the text a person or a log collector would see."""
+    logs = "".join(p.read_text(encoding="utf-8", errors="replace") for p in project.logs.glob("*.log*"))
+    return logs + stderr
+
+
+BEARER = {"type": "bearer", "token_env": "PARSER_TEST_BEARER"}
+API_KEY = {"type": "api_key", "token_env": "PARSER_TEST_HEADER_TOKEN", "header": "X-Api-Token"}
+
+
+def test_credentials_never_reach_the_logs_whatever_fails(server, project, monkeypatch):
+    monkeypatch.setenv("PARSER_TEST_BEARER", SECRETS["bearer"])
+    monkeypatch.setenv("PARSER_TEST_HEADER_TOKEN", SECRETS["header"])
+    # A token read from a file often keeps its newline: requests' own message would quote it.
+    monkeypatch.setenv("PARSER_TEST_BAD_TOKEN", SECRETS["bearer"] + "\n")
+    token = f"token={SECRETS['query']}&api_key={SECRETS['apikey']}"
+    dead = closed_port()
+    server.route("/fails", status=500, body=b"oops")
+    server.route("/hangs", hang=True)
+    server.route("/loop", status=302, headers={"Location": f"/loop2?{token}"})
+    server.route("/loop2", status=302, headers={"Location": f"/loop?{token}"})
+    server.route("/moves", status=301, headers={"Location": f"/moved-here?{token}"})
+    server.route("/moved-here", body=rss(numbered_items(1, 1, host="moved.example")))
+    server.route("/to-file", status=302, headers={"Location": "file:///etc/hostname"})
+    server.route("/works", body=rss(numbered_items(1, 2, host="works.example")))
+    server.route("/not-a-feed", body=b"<html><body>no</body></html>", content_type="text/html")
+    base = f"http://127.0.0.1:{server.port}"
+    userinfo = f"http://reader:{SECRETS['password']}@127.0.0.1:{server.port}"
+    sources = [
+        {"name": "fails", "url": f"{base}/fails?{token}", "auth": BEARER},
+        {"name": "hangs", "url": f"{base}/hangs?{token}", "auth": API_KEY},
+        {"name": "loops", "url": f"{base}/loop?{token}", "auth": BEARER},
+        {"name": "moves", "url": f"{base}/moves?{token}", "auth": API_KEY},
+        {"name": "to-file", "url": f"{userinfo}/to-file?{token}", "auth": BEARER},
+        {"name": "dead", "url": f"http://reader:{SECRETS['password']}@127.0.0.1:{dead}/x?{token}", "auth": BEARER},
+        {"name": "userinfo", "url": f"{userinfo}/works?{token}"},
+        {"name": "not-a-feed", "url": f"{userinfo}/not-a-feed?{token}", "auth": API_KEY},
+        {"name": "bad-header", "url": f"{base}/works",
+         "auth": {"type": "bearer", "token_env": "PARSER_TEST_BAD_TOKEN"}},
+    ]
+    db = f"postgresql://parser:{SECRETS['db']}@127.0.0.1:{closed_port()}/items"
+    project.write_params(SOURCES=sources, TIMEOUT=1, DEADLINE=2, PER_HOST=16, DB_URL=db)
+    proc = project.run("--once")
+    assert proc.returncode == 1  # the database is unreachable: the final flush fails
+
+    errors = project.log("errors.log")
+    for name in ("fails", "hangs", "loops", "to-file", "dead", "not-a-feed", "bad-header"):
+        assert f"  {name}  " in errors, f"no errors.log line for {name}"
+    assert "moved permanently to" in errors and "records kept in staging" in errors
+    assert "request header 'Authorization' has a name or value HTTP does not allow" in errors
+    assert "token=%2A%2A%2A" in errors or "token=***" in errors  # the address is there, its token is not
+    written = everything_written(project, proc.stderr + proc.stdout)
+    leaked = [name for name, secret in SECRETS.items() if secret in written]
+    assert not leaked, f"secrets in the logs: {leaked}"
+    assert "Bearer" not in written
+
+
+def test_credentials_are_not_sent_on_to_another_origin(server, project, monkeypatch):
+    """The source's headers are for its own server; a redirect to another host gets none of them."""
+    other = f"http://localhost:{server.port}/elsewhere.xml"  # same server, another origin
+    server.route("/a.xml", status=302, headers={"Location": other})
+    server.route("/elsewhere.xml", body=rss(numbered_items(1, 1)))
+    server.route("/b.xml", status=302, headers={"Location": "/same-origin.xml"})
+    server.route("/same-origin.xml", body=rss(numbered_items(5, 1)))
+    monkeypatch.setenv("PARSER_TEST_BEARER", SECRETS["bearer"])
+    monkeypatch.setenv("PARSER_TEST_HEADER_TOKEN", SECRETS["header"])
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml"), "auth": BEARER},
+                                  {"name": "b", "url": server.url("/b.xml"), "auth": API_KEY},
+                                  {"name": "c", "url": server.url("/c.xml"), "headers": {"X-Client": "feeds"}}])
+    server.route("/c.xml", status=302, headers={"Location": f"http://localhost:{server.port}/other.xml"})
+    server.route("/other.xml", body=rss(numbered_items(7, 1)))
+    project.run("--once", check=True)
+    sent = {path.split("?")[0]: {k.lower(): v for k, v in h.items()} for path, h in server.requests}
+    assert sent["/a.xml"]["authorization"] == f"Bearer {SECRETS['bearer']}"
+    assert "authorization" not in sent["/elsewhere.xml"]
+    assert sent["/b.xml"]["x-api-token"] == sent["/same-origin.xml"]["x-api-token"] == SECRETS["header"]
+    assert sent["/c.xml"]["x-client"] == "feeds" and "x-client" not in sent["/other.xml"]
+    assert len(project.rows()) == 3
+
+
+def test_nothing_a_source_serves_puts_a_local_file_into_a_record(server, project, tmp_path):
+    secret = tmp_path / "private.txt"
+    secret.write_text(LOCAL_MARKER)
+    uri = secret.as_uri()
+    bodies = {
+        "entity": f'<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY x SYSTEM "{uri}">]>'
+                  '<rss version="2.0"><channel><title>t</title><item><title>a &x;</title>'
+                  '<link>http://e.example/1</link><description>&x;</description></item></channel></rss>',
+        "parameter-entity": f'<?xml version="1.0"?><!DOCTYPE rss [<!ENTITY % p SYSTEM "{uri}"> %p;]>'
+                            '<rss version="2.0"><channel><title>t</title><item><title>b</title>'
+                            '<link>http://e.example/2</link></item></channel></rss>',
+        "xinclude": '<?xml version="1.0"?><rss version="2.0" xmlns:xi="http://www.w3.org/2001/XInclude">'
+                    f'<channel><title>t</title><item><title>c</title><link>http://e.example/3</link>'
+                    f'<description><xi:include href="{uri}" parse="text"/></description></item></channel></rss>',
+        "atom-content-src": '<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+                            f'<entry><title>d</title><id>http://e.example/4</id><link href="http://e.example/4"/>'
+                            f'<content src="{uri}" type="text/plain"/></entry></feed>',
+    }
+    sources = []
+    for name, body in bodies.items():
+        server.route(f"/{name}", body=body.encode())
+        sources.append({"name": name, "url": server.url(f"/{name}")})
+    server.route("/redirect-to-file", status=302, headers={"Location": uri})
+    sources.append({"name": "redirect-to-file", "url": server.url("/redirect-to-file")})
+    project.write_params(SOURCES=sources, FLUSH_INTERVAL=3600)
+    proc = project.run("--once")
+    assert proc.returncode == 0, proc.stderr
+    stored = json.dumps(project.rows(), ensure_ascii=False)
+    assert {r["link"] for r in project.rows()} >= {f"http://e.example/{n}" for n in (1, 2, 3, 4)}
+    assert LOCAL_MARKER not in stored
+    for path in Path(project.staging).iterdir():
+        if path.is_file():
+            assert LOCAL_MARKER.encode() not in path.read_bytes(), path.name
+    assert LOCAL_MARKER not in everything_written(project, proc.stderr)
+    assert "redirect to a non-HTTP address" in project.log("errors.log")

@@ -1,0 +1,197 @@
+"""Storage faults: a database that refuses writes or cannot be reached at flush time, a disk that
+fills up while appending to the staging CSV, and a second daemon on the same staging folder.
+Nothing staged is ever lost: the staging CSV is kept and the next flush loads it."""
+from __future__ import annotations
+
+import csv
+import resource
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from tests.feeds import BASE_TIME, numbered_items, rss
+
+MiB = 1 << 20
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout: float = 30, what: str = "the condition") -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def staged_rows(project) -> int:
+    """Records waiting in the staging CSV and its batch files, read as the flush reads them."""
+    total = 0
+    for path in project.staging.glob("staging*.csv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            total += sum(1 for _ in csv.DictReader(f))
+    return total
+
+
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    return out, err
+
+
+# -- the database refuses or cannot be reached --------------------------------------------------------
+def test_an_unreachable_database_keeps_the_staging_csv_until_a_later_flush(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 4)), etag='"v1"')
+    dead_db = f"postgresql://postgres@127.0.0.1:{closed_port()}/nothing"
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}], DB_URL=dead_db)
+
+    failed = project.run("--once")
+    assert failed.returncode == 1  # --once whose final flush failed
+    errors = project.log("errors.log")
+    assert "flush" in errors and "127.0.0.1" in errors and "4 records kept in staging for the next flush" in errors
+    assert "Connection refused" in errors or "connection refused" in errors.lower()
+    assert staged_rows(project) == 4
+
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])  # the database is back
+    again = project.run("--once")
+    assert again.returncode == 0, again.stderr
+    assert "a  304 not modified" in project.log()  # nothing new fetched: the rows come from staging
+    assert Counter(r["link"] for r in project.rows()) == Counter(f"http://example.com/item/{n}" for n in range(1, 5))
+    assert staged_rows(project) == 0
+    assert list(project.staging.glob("staging.flushing-*.csv")) == []
+
+
+def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_daemon(server, project):
+    """Another process holds SQLite's write lock: flushes fail until it lets go, then the next one loads
+    everything. As root the file's permissions would not stop us; a lock stops anyone."""
+    server.route("/a.xml", body=rss(numbered_items(1, 3)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml"), "interval": 0.3}],
+                         FLUSH_INTERVAL=0.5, POLL_INTERVAL=0.3)
+    project.db_path.parent.mkdir(parents=True)
+    blocker = sqlite3.connect(project.db_path, isolation_level=None)
+    blocker.execute("CREATE TABLE placeholder (x)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    proc = project.start()
+    try:
+        wait_for(lambda: "records kept in staging for the next flush" in project.log("errors.log"), 60,
+                 "a failed flush")
+        assert "database is locked" in project.log("errors.log")
+        assert staged_rows(project) == 3
+        server.route("/a.xml", body=rss(numbered_items(1, 5)))  # two more while the database is away
+        wait_for(lambda: "a  new 2" in project.log(), 30, "the two new items staged")
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        wait_for(lambda: len(project.rows()) == 5, 30, "the retried flush")
+    finally:
+        out, err = stop(proc)
+    assert proc.returncode == 0, err
+    assert Counter(r["link"] for r in project.rows()) == Counter(f"http://example.com/item/{n}" for n in range(1, 6))
+    assert staged_rows(project) == 0
+    assert project.log("critical.log") == ""
+
+
+# -- the disk fills up ---------------------------------------------------------------------------------
+def big_feed(source: int, items: int = 20, size: int = 40_000) -> bytes:
+    """`items` entries of about `size` bytes each, so a few sources fill a small disk."""
+    return rss([{"title": f"Source {source} item {n}", "link": f"http://big.example/{source}/{n}",
+                 "date": BASE_TIME + timedelta(minutes=n), "description": f"{source}-{n} " + "x" * size}
+                for n in range(items)])
+
+
+def mount_tmpfs(folder, size: str) -> bool:
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def file_size_limit(limit: int):
+    """For preexec_fn: files of the child cannot grow past `limit`. SIGXFSZ ignored, so the write
+    fails with EFBIG instead of killing the process."""
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "rlimit"])
+def test_a_disk_that_fills_while_appending_leaves_a_whole_staging_file(server, project, how):
+    """tmpfs: STAGING_DIR on a 3 MiB tmpfs (needs root and mount rights: skipped without them).
+    rlimit: RLIMIT_FSIZE of 3 MiB in the child, the way to run it anywhere."""
+    sources = []
+    for s in range(6):  # about 0.8 MB of staged records each
+        server.route(f"/big{s}.xml", body=big_feed(s))
+        sources.append({"name": f"big{s}", "url": server.url(f"/big{s}.xml")})
+    project.write_params(SOURCES=sources, CONCURRENCY=1, FLUSH_INTERVAL=3600)
+    mounted = False
+    preexec = None
+    if how == "tmpfs":
+        mounted = mount_tmpfs(project.staging, "3m")
+        if not mounted:
+            pytest.skip("cannot mount a tmpfs here (not root, or no mount rights); the rlimit case covers it")
+    else:
+        preexec = file_size_limit(3 * MiB)
+    try:
+        full = subprocess.run(project.command("--once"), capture_output=True, text=True, timeout=120,
+                              cwd=project.folder, preexec_fn=preexec)
+        assert full.returncode == 1
+        critical = project.log("critical.log")
+        reason = "No space left on device" if how == "tmpfs" else "File too large"
+        assert f"stopped: cannot append to {project.staging / 'staging.csv'}: {reason}" in critical
+        kept = staged_rows(project)
+        assert 0 < kept < 120 and kept % 20 == 0  # whole sources only: the failed append was taken back
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,size=64m", str(project.staging)], check=True)
+        again = project.run("--once")  # space is back
+        assert again.returncode == 0, again.stderr
+        assert "repaired" not in project.log()  # nothing torn was left behind
+        links = Counter(r["link"] for r in project.rows())
+        assert links == Counter(f"http://big.example/{s}/{n}" for s in range(6) for n in range(20))
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(project.staging)], capture_output=True)
+
+
+# -- one daemon per staging folder ------------------------------------------------------------------
+def test_a_second_daemon_on_the_same_staging_folder_refuses_naming_the_first(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}], FLUSH_INTERVAL=0.5)
+    first = project.start()
+    try:
+        wait_for(lambda: "started:" in project.log(), 30, "the first daemon to start")
+        second = project.run("--once")
+        assert second.returncode == 1
+        assert f"in use by process {first.pid}" in second.stderr
+        assert first.poll() is None  # the first one goes on
+    finally:
+        stop(first)
+    assert first.returncode == 0
+    assert len(project.rows()) == 2
+    assert project.run("--once").returncode == 0  # once it has stopped, the folder is free
+
+
+def test_the_lock_of_a_killed_daemon_does_not_block_a_restart(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])
+    first = project.start()
+    wait_for(lambda: "started:" in project.log(), 30, "the daemon to start")
+    first.kill()
+    first.wait(timeout=10)
+    again = project.run("--once")
+    assert again.returncode == 0, again.stderr
+    assert len(project.rows()) == 2
+
