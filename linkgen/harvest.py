@@ -57,10 +57,8 @@ def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pac
     """Worker thread: fetch one page and sort its links into objects and pages to expand."""
     result = PageResult(url=url, depth=depth)
     try:
-        response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=delay, robots=robots)
-        if not in_domains(response.url, spec.allowed_domains):
-            result.error = f"redirected outside the allowed domains, to {response.url}"
-            return result
+        response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=delay, robots=robots,
+                              may_follow=lambda target: in_domains(target, spec.allowed_domains))
         doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
     except (FetchError, ParseError) as exc:
         result.error = str(exc)

@@ -116,7 +116,7 @@ class HostPacer:
 
 
 def polite_get(url: str, *, fetcher: Fetcher, pacer: HostPacer, delay: float,
-               robots: Robots | None = None) -> FetchResult:
+               robots: Robots | None = None, may_follow: Callable[[str], bool] | None = None) -> FetchResult:
     """Fetch a page after robots.txt allows it and the host's pause has passed. Raises FetchError."""
     if robots is not None:
         refused = robots.check(url)
@@ -124,4 +124,4 @@ def polite_get(url: str, *, fetcher: Fetcher, pacer: HostPacer, delay: float,
             raise FetchError(refused, permanent=refused.startswith("disallowed"))
         delay = max(delay, robots.crawl_delay(url))
     pacer.wait(url, delay)
-    return fetcher.get(url, accept=HTML_ACCEPT)
+    return fetcher.get(url, accept=HTML_ACCEPT, may_follow=may_follow)

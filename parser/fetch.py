@@ -17,7 +17,7 @@ import email.utils
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -174,8 +174,13 @@ class Fetcher:
         self.session.close()
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
-            last_modified: str | None = None, accept: str | None = None) -> FetchResult:
-        """Fetch `url`, conditionally when etag/last_modified are known. Raises FetchError."""
+            last_modified: str | None = None, accept: str | None = None,
+            may_follow: Callable[[str], bool] | None = None) -> FetchResult:
+        """Fetch `url`, conditionally when etag/last_modified are known. Raises FetchError.
+
+        may_follow, when given, vets every redirect target before it is requested (a harvest keeps
+        to its allowed domains even when a server sends it elsewhere).
+        """
         if url.startswith("file:"):
             return _read_file(url, self.max_bytes, last_modified)
         _check_headers(headers or {})
@@ -189,7 +194,7 @@ class Fetcher:
         deadline = time.monotonic() + self.deadline
         cutoff = _fetching.cutoff = _Cutoff(self.deadline)
         try:
-            return self._follow(url, request_headers, set(headers or {}), deadline, cutoff)
+            return self._follow(url, request_headers, set(headers or {}), deadline, cutoff, may_follow)
         except FetchError:
             if cutoff.fired:
                 raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
@@ -200,7 +205,7 @@ class Fetcher:
             _fetching.cutoff = None
 
     def _follow(self, url: str, request_headers: dict[str, str], own_headers: set[str], deadline: float,
-                cutoff: _Cutoff) -> FetchResult:
+                cutoff: _Cutoff, may_follow: Callable[[str], bool] | None = None) -> FetchResult:
         """GET `url`, following redirects by hand so every hop is checked and counted."""
         seen = {url}
         current = url
@@ -214,6 +219,9 @@ class Fetcher:
                         if urlsplit(target).scheme not in ("http", "https"):
                             raise FetchError(f"redirect to a non-HTTP address: {redact_url(target)}",
                                              status=response.status_code)
+                        if may_follow is not None and not may_follow(target):
+                            raise FetchError(f"redirect to {redact_url(target)} leaves the allowed domains; "
+                                             "not followed", status=response.status_code, permanent=True)
                         if target in seen:
                             raise FetchError(f"redirect loop at {redact_url(target)}", status=response.status_code)
                         if _origin(target) != _origin(current):

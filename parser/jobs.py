@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from db.store import Database
-from linkgen.harvest import Harvest, PageResult, fetch_page
+from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
 from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkFile, Mark
 from linkgen.politeness import HostPacer, Robots, polite_get
 from linkgen.templates import expand
@@ -351,8 +351,11 @@ class JobRunner:
     def _fetch_object(self, state: JobState, url: str) -> ObjectOutcome:
         """Worker thread: fetch one object page and extract its fields. Touches no file."""
         try:
+            harvest = state.job.harvest
             response = polite_get(url, fetcher=self.fetcher, pacer=self.pacer, delay=state.job.delay,
-                                  robots=self.robots if state.job.harvest else None)
+                                  robots=self.robots if harvest else None,
+                                  may_follow=(lambda target: in_domains(target, harvest.allowed_domains))
+                                  if harvest else None)
             doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
         except FetchError as exc:
             return ObjectOutcome(url=url, error=str(exc), final=exc.permanent, abandoned=self.stop.is_set())

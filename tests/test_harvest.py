@@ -127,7 +127,21 @@ def test_a_redirect_out_of_the_allowed_domains_is_not_expanded(server, fetcher):
     spec = HarvestSpec(root=server.url("/"), objects=OBJECTS, allowed_domains=("127.0.0.1",))
     result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostPacer(),
                         robots=Robots(fetcher, "t"), delay=0)
-    assert result.error.startswith("redirected outside the allowed domains") and result.objects == []
+    assert "leaves the allowed domains; not followed" in result.error and result.objects == []
+    assert "/elsewhere" not in server.hits  # the redirect was refused before it was requested
+
+
+def test_pass_2_does_not_follow_an_object_redirect_out_of_the_allowed_domains(server, project):
+    server.route("/robots.txt", status=404)
+    server.route("/", content_type="text/html", body=page("root", ["/item/1", "/item/2"]))
+    server.route("/item/1", content_type="text/html", body=page("Object one", []))
+    server.route("/item/2", status=301, headers={"Location": f"http://localhost:{server.port}/item/1"})
+    project.write_params(LINK_JOBS=[{"name": "shop", "harvest": {"root": server.url("/"), "depth": 1},
+                                     "objects": OBJECTS, "fields": {"title": "//h1"}}])
+    project.run("--once", check=True)
+    assert [r["url"] for r in project.rows("shop")] == [server.url("/item/1")]
+    assert server.hits["/item/1"] == 1  # fetched as itself, never through the redirect
+    assert "item/2" in project.log("errors.log") and "leaves the allowed domains" in project.log("errors.log")
 
 
 def test_crawl_delay_is_read_and_spaces_requests_to_one_host(server, fetcher):
