@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TextIO
 
 from db.store import Database
@@ -69,7 +69,6 @@ class CycleSummary:
     errors: int = 0
     new: int = 0
     duplicates: int = 0
-    skipped: list[str] = field(default_factory=list)
 
 
 def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
@@ -358,8 +357,7 @@ class Daemon:
         def stage(name: str, records: list[dict]) -> None:
             staged = self.sink.stage(records)
             log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
-        if self.inbox.drain(stage):
-            self.sink.save()
+        self.inbox.drain(stage)
 
     # -- flush --------------------------------------------------------------------------------
     def flush(self, why: str) -> bool:

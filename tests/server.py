@@ -58,6 +58,9 @@ class LoopbackServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, a kept-alive client waits for
+            # the delayed ACK (40 ms) on every request.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):  # keep test output clean
                 pass

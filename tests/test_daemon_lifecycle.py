@@ -9,16 +9,7 @@ import time
 import pytest
 
 from tests.feeds import numbered_items, rss
-
-
-def wait_for(predicate, timeout: float = 30.0, step: float = 0.2):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
+from tests.process import wait_for
 
 
 def test_forever_mode_polls_on_interval_flushes_and_stops_cleanly_on_sigterm(server, project):
@@ -27,11 +18,11 @@ def test_forever_mode_polls_on_interval_flushes_and_stops_cleanly_on_sigterm(ser
                          FLUSH_INTERVAL=0.5)
     daemon = project.start()
     try:
-        wait_for(lambda: len(project.rows()) == 2)
+        wait_for(lambda: len(project.rows()) == 2, "the first two items stored")
         server.route("/f.xml", body=rss(numbered_items(1, 4)))  # the feed grows while we run
-        wait_for(lambda: len(project.rows()) == 4)
+        wait_for(lambda: len(project.rows()) == 4, "the two new items stored")
         server.route("/f.xml", body=rss(numbered_items(1, 5)))
-        wait_for(lambda: "new 1" in project.log())
+        wait_for(lambda: "new 1" in project.log(), "the fifth item staged")
     finally:
         daemon.send_signal(signal.SIGTERM)
         code = daemon.wait(timeout=30)
@@ -48,7 +39,7 @@ def test_sigterm_during_a_slow_fetch_still_flushes_what_was_staged(server, proje
                                   {"name": "slow", "url": server.url("/slow.xml")}],
                          FLUSH_INTERVAL=3600, TIMEOUT=30, DEADLINE=60)
     daemon = project.start()
-    wait_for(lambda: "fast  new 3" in project.log())
+    wait_for(lambda: "fast  new 3" in project.log(), "the fast source staged")
     started = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=15) == 0
@@ -61,7 +52,8 @@ def test_a_second_daemon_on_the_same_staging_folder_refuses_and_names_the_holder
     project.write_params(SOURCES=[{"name": "l", "url": server.url("/l.xml")}], POLL_INTERVAL=60)
     first = project.start()
     try:
-        wait_for(lambda: (project.staging / "daemon.lock").exists() and "l  new 1" in project.log())
+        wait_for(lambda: (project.staging / "daemon.lock").exists() and "l  new 1" in project.log(),
+                 "the first daemon at work")
         second = project.run("--once")
         assert second.returncode == 1
         assert f"is in use by process {first.pid}" in second.stderr

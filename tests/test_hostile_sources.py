@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from tests.conftest import Project
 from tests.feeds import numbered_items, rss
+from tests.process import free_port
 from tests.server import LoopbackServer
 
 MiB = 1 << 20
@@ -109,12 +109,6 @@ def drip_headers(h) -> None:
     h.close_connection = True
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def hostile_routes(server: LoopbackServer, secret: Path) -> dict[str, dict]:
     """Route settings per case (tests/server.py Route fields)."""
     retry_date = format_datetime(datetime.now(UTC) + timedelta(hours=2), usegmt=True)
@@ -177,7 +171,7 @@ def hostile(tmp_path_factory):
     for name, route in hostile_routes(server, secret).items():
         server.route(f"/{name}", **route)
         sources.append({"name": name, "url": server.url(f"/{name}")})
-    sources.append({"name": "dead-host", "url": f"http://127.0.0.1:{closed_port()}/feed.xml"})
+    sources.append({"name": "dead-host", "url": f"http://127.0.0.1:{free_port()}/feed.xml"})
     server.route("/redirect-loop-2", status=302, headers={"Location": "/redirect-loop"})
     for target in ("good-301-target", "good-308-target"):
         server.route(f"/{target}", body=rss(numbered_items(1, 2, host=f"{target}.example")))

@@ -6,33 +6,17 @@ from __future__ import annotations
 import csv
 import resource
 import signal
-import socket
 import sqlite3
 import subprocess
-import time
 from collections import Counter
 from datetime import timedelta
 
 import pytest
 
 from tests.feeds import BASE_TIME, numbered_items, rss
+from tests.process import free_port, wait_for
 
 MiB = 1 << 20
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout: float = 30, what: str = "the condition") -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def staged_rows(project) -> int:
@@ -53,7 +37,7 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
 # -- the database refuses or cannot be reached --------------------------------------------------------
 def test_an_unreachable_database_keeps_the_staging_csv_until_a_later_flush(server, project):
     server.route("/a.xml", body=rss(numbered_items(1, 4)), etag='"v1"')
-    dead_db = f"postgresql://postgres@127.0.0.1:{closed_port()}/nothing"
+    dead_db = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"  # nothing listens on that port
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}], DB_URL=dead_db)
 
     failed = project.run("--once")
@@ -84,15 +68,15 @@ def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_dae
     blocker.execute("BEGIN EXCLUSIVE")
     proc = project.start()
     try:
-        wait_for(lambda: "records kept in staging for the next flush" in project.log("errors.log"), 60,
-                 "a failed flush")
+        wait_for(lambda: "records kept in staging for the next flush" in project.log("errors.log"),
+                 "a failed flush", timeout=60)
         assert "database is locked" in project.log("errors.log")
         assert staged_rows(project) == 3
         server.route("/a.xml", body=rss(numbered_items(1, 5)))  # two more while the database is away
-        wait_for(lambda: "a  new 2" in project.log(), 30, "the two new items staged")
+        wait_for(lambda: "a  new 2" in project.log(), "the two new items staged", timeout=30)
         blocker.execute("ROLLBACK")
         blocker.close()
-        wait_for(lambda: len(project.rows()) == 5, 30, "the retried flush")
+        wait_for(lambda: len(project.rows()) == 5, "the retried flush", timeout=30)
     finally:
         out, err = stop(proc)
     assert proc.returncode == 0, err
@@ -172,7 +156,7 @@ def test_a_second_daemon_on_the_same_staging_folder_refuses_naming_the_first(ser
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}], FLUSH_INTERVAL=0.5)
     first = project.start()
     try:
-        wait_for(lambda: "started:" in project.log(), 30, "the first daemon to start")
+        wait_for(lambda: "started:" in project.log(), "the first daemon to start", timeout=30)
         second = project.run("--once")
         assert second.returncode == 1
         assert f"in use by process {first.pid}" in second.stderr
@@ -188,7 +172,7 @@ def test_the_lock_of_a_killed_daemon_does_not_block_a_restart(server, project):
     server.route("/a.xml", body=rss(numbered_items(1, 2)))
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])
     first = project.start()
-    wait_for(lambda: "started:" in project.log(), 30, "the daemon to start")
+    wait_for(lambda: "started:" in project.log(), "the daemon to start", timeout=30)
     first.kill()
     first.wait(timeout=10)
     again = project.run("--once")

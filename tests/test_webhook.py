@@ -9,7 +9,7 @@ import json
 import pytest
 import requests
 
-from tests.listening import free_port, start_listening, stop
+from tests.process import free_port, start_listening, stop
 
 SECRET = "hook-secret-from-env"
 

@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import requests
 
-from tests.listening import free_port, start_listening, stop, wait_for
+from tests.process import free_port, start_listening, stop, wait_for
 
 
 def atom(entries: list[int], *, hub: str = "", self_url: str = "") -> bytes:

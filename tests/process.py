@@ -1,4 +1,4 @@
-"""Helpers for tests of the daemon's listener (webhook, WebSub): a free loopback port, waiting for a
+"""Helpers for tests that run the daemon as a long-lived process: a free loopback port, waiting for a
 condition, starting the daemon and waiting until it listens."""
 from __future__ import annotations
 
