@@ -8,7 +8,10 @@ is obeyed for both. Schemes other than http(s) (mailto:, javascript:, tel: ...) 
 
 `fetch_page` runs in a worker thread (fetch + parse); `Harvest` runs in the main thread and keeps
 the run's progress in harvest.log (append-only, rewritten when a new run starts), so a run killed
-half-way resumes where it stopped: pages already expanded are not fetched again.
+half-way resumes where it stopped: pages already expanded are not fetched again. A page its server
+refused with Retry-After stays queued and is asked again once the host's hold ends, at most
+MAX_ATTEMPTS times; a page not sent because its host is held costs nothing. A read-only Harvest
+(for --dry-run) starts a fresh run in memory and writes nothing.
 """
 from __future__ import annotations
 
@@ -27,8 +30,8 @@ from parser.fetch import Fetcher
 from parser.job_settings import HarvestSpec
 from parser.urls import canonical_url
 
-from .linkfile import Link, append_lines, open_append, read_lines
-from .politeness import HostPacer, Robots, polite_get
+from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines
+from .politeness import HostHeldError, HostPacer, Robots, polite_get
 
 # Links to these are files, not pages: never worth expanding (Scrapy's LinkExtractor skips the same).
 _NOT_PAGES = re.compile(
@@ -50,6 +53,8 @@ class PageResult:
     pages: list[str] = field(default_factory=list)
     error: str | None = None
     skipped: Counter = field(default_factory=Counter)  # offsite, robots, too deep
+    held: bool = False                 # not sent: the host is held (Retry-After); costs no attempt
+    retry_after: float | None = None   # refused with 429/503 and Retry-After: the host is now held
 
 
 def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pacer: HostPacer, robots: Robots,
@@ -60,7 +65,13 @@ def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pac
         response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=delay, robots=robots,
                               may_follow=lambda target: in_domains(target, spec.allowed_domains))
         doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
-    except (FetchError, ParseError) as exc:
+    except HostHeldError as exc:
+        result.error, result.held = str(exc), True
+        return result
+    except FetchError as exc:
+        result.error, result.retry_after = str(exc), exc.retry_after
+        return result
+    except ParseError as exc:
         result.error = str(exc)
         return result
     objects_re = re.compile(spec.objects)
@@ -92,11 +103,13 @@ class Harvest:
 
         run <n> <started> <links in the link file then>
         page <depth> <url> <found on>     (queued for expansion)
+        refused <url> <attempts> <why>    (429/503 with Retry-After: still queued)
         done <url> <outcome>              (expanded, or failed)
         end <n> <finished> <summary>
     """
 
-    def __init__(self, folder: Path, job: str, spec: HarvestSpec, *, clock: Callable[[], float]):
+    def __init__(self, folder: Path, job: str, spec: HarvestSpec, *, clock: Callable[[], float],
+                 read_only: bool = False):
         self.path = folder / "harvest.log"
         self.job = job
         self.spec = spec
@@ -107,10 +120,13 @@ class Harvest:
         self.done: set[str] = set()
         self.failed = 0
         self.taken: set[str] = set()                   # in flight
+        self.refusals: Counter = Counter()             # url -> times refused with Retry-After this run
         self.active = False
         self.stopped_at_max = False
+        self.read_only = read_only
         self._fd: int | None = None
-        self._load()
+        if not read_only:
+            self._load()
 
     def _load(self) -> None:
         for line in read_lines(self.path):
@@ -118,9 +134,11 @@ class Harvest:
             kind = parts[0]
             if kind == "run" and len(parts) >= 4:
                 self.run, self.links_before, self.active = int(parts[1]), int(parts[3]), True
-                self.queued, self.done, self.failed = {}, set(), 0
+                self.queued, self.done, self.failed, self.refusals = {}, set(), 0, Counter()
             elif kind == "page" and len(parts) >= 4:
                 self.queued.setdefault(parts[2], (int(parts[1]), parts[3]))
+            elif kind == "refused" and len(parts) >= 3 and parts[2].isdigit():
+                self.refusals[parts[1]] = int(parts[2])
             elif kind == "done" and len(parts) >= 3:
                 self.done.add(parts[1])
                 self.failed += parts[2] != "ok"
@@ -138,8 +156,10 @@ class Harvest:
         self.run += 1
         self.links_before = links_now
         self.queued = {canonical_url(self.spec.root): (0, "-")}
-        self.done, self.failed, self.taken = set(), 0, set()
+        self.done, self.failed, self.taken, self.refusals = set(), 0, set(), Counter()
         self.active, self.stopped_at_max = True, False
+        if self.read_only:
+            return
         tmp = self.path.with_suffix(".tmp")
         root = next(iter(self.queued))
         tmp.write_text(f"# job {self.job}: harvest progress (pass 1); the current or last run\n"
@@ -152,8 +172,9 @@ class Harvest:
             os.close(self._fd)
         self._fd = open_append(self.path, "")
 
-    def take(self, limit: int) -> list[tuple[str, int]]:
-        """Up to `limit` pages to fetch next: the shallowest level not done, and only that level."""
+    def take(self, limit: int, ready: Callable[[str], bool] | None = None) -> list[tuple[str, int]]:
+        """Up to `limit` pages to fetch next: the shallowest level not done, and only that level;
+        `ready` leaves out pages that must wait (their host is held): they still hold their level."""
         budget = self.spec.max_pages - len(self.done) - len(self.taken)
         waiting = [(url, d) for url, (d, _) in self.queued.items() if url not in self.done]
         if not waiting:
@@ -162,9 +183,18 @@ class Harvest:
         if budget <= 0:
             self.stopped_at_max = True
             return []
-        out = [(u, d) for u, d in waiting if d == level and u not in self.taken][:min(limit, budget)]
+        out = [(u, d) for u, d in waiting if d == level and u not in self.taken and (ready is None or ready(u))]
+        out = out[:min(limit, budget)]
         self.taken.update(u for u, _ in out)
         return out
+
+    def level_waiting(self) -> list[str]:
+        """The pages of the current level not done and not in flight (what take() would give)."""
+        waiting = [(url, d) for url, (d, _) in self.queued.items() if url not in self.done]
+        if not waiting:
+            return []
+        level = min(d for _, d in waiting)
+        return [u for u, d in waiting if d == level and u not in self.taken]
 
     def finished(self) -> bool:
         """Nothing in flight and nothing left to fetch (or max_pages reached)."""
@@ -192,15 +222,31 @@ class Harvest:
         lines.append(f"done\t{result.url}\t{outcome}\n")
         self.done.add(result.url)
         self.failed += result.error is not None
-        append_lines(self._fd, "".join(lines))
+        self._append("".join(lines))
+
+    def refused(self, result: PageResult) -> int:
+        """Main thread: the page was refused with Retry-After; it stays queued unless this was its last
+        attempt (then the caller records it as failed). Return its attempts so far."""
+        self.taken.discard(result.url)
+        self.refusals[result.url] += 1
+        attempts = self.refusals[result.url]
+        self._append(f"refused\t{result.url}\t{attempts}\t{' '.join((result.error or '').split())}\n")
+        return attempts
+
+    def out_of_attempts(self, url: str) -> bool:
+        return self.refusals[url] >= MAX_ATTEMPTS
 
     def release(self, url: str) -> None:
-        """A page abandoned in flight (the daemon is stopping): it stays queued for the resume."""
+        """A page abandoned in flight (the daemon is stopping, or its host is held): it stays queued."""
         self.taken.discard(url)
 
     def end(self, summary: str) -> None:
-        append_lines(self._fd, f"end\t{self.run}\t{_stamp(self.clock())}\t{summary}\n")
+        self._append(f"end\t{self.run}\t{_stamp(self.clock())}\t{summary}\n")
         self.active = False
+
+    def _append(self, text: str) -> None:
+        if not self.read_only:
+            append_lines(self._fd, text)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -4,11 +4,14 @@ Two append-only text files in the job's folder under STAGING_DIR:
 - links.txt: one link a line, `URL <tab> depth <tab> where it came from` (depth '-' for templates);
 - links.status: `time <tab> status <tab> attempts <tab> URL <tab> detail`, the last line for a URL
   wins: done (fetched and staged), gone (404/410: final), retry (failed, asked again after a
-  backoff), dead (failed MAX_ATTEMPTS times: final), reopen (pending again).
+  backoff), refused (429/503 with Retry-After: asked again as soon as the host's hold ends, which
+  the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
+  (pending again).
 A link with no status line is pending. Appends are whole lines followed by fsync; a line torn by
 a crash is cut at start. A status is written only after the record it covers is staged, so a
 kill loses at most the status of records staged a moment before; the job runner recovers those
-from the staging CSV (see parser/jobs.py).
+from the staging CSV (see parser/jobs.py). A read-only LinkFile (for --dry-run) reads both files
+as they are and keeps every change in memory.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from parser.errors import StorageError
 
 log = logging.getLogger("parser")
 
-MAX_ATTEMPTS = 4            # a link that failed this many times (not 404/410) is given up: dead
+MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer
 RETRY_MAX = 24 * 3600.0
 FINAL = ("done", "gone", "dead")
@@ -56,20 +59,25 @@ class Link:
 @dataclass(frozen=True)
 class Mark:
     url: str
-    status: str   # done, gone, failed (becomes retry or dead), reopen
+    status: str   # done, gone, failed (becomes retry or dead), refused (becomes refused or dead), reopen
     detail: str = ""
 
 
 class LinkFile:
-    def __init__(self, folder: Path, job: str, *, clock: Callable[[], float] = time.time):
+    def __init__(self, folder: Path, job: str, *, clock: Callable[[], float] = time.time, read_only: bool = False):
         self.folder = folder
         self.job = job
         self.clock = clock
+        self.read_only = read_only
         self.links_path = folder / "links.txt"
         self.status_path = folder / "links.status"
-        folder.mkdir(parents=True, exist_ok=True)
         self.links: dict[str, None] = {}       # insertion-ordered set: the file's order
         self.states: dict[str, LinkState] = {}
+        self._links_fd = self._status_fd = None
+        if read_only:
+            self._load()
+            return
+        folder.mkdir(parents=True, exist_ok=True)
         self._load()
         self._links_fd = open_append(self.links_path, f"# job {job}: object links found by pass 1, one a line: "
                                                        "URL, depth (link hops from the root), found on\n")
@@ -78,11 +86,12 @@ class LinkFile:
 
     # -- loading --------------------------------------------------------------------------------
     def _load(self) -> None:
-        for line in read_lines(self.links_path):
+        repair = not self.read_only
+        for line in read_lines(self.links_path, repair=repair):
             url = line.split("\t", 1)[0]
             if url:
                 self.links[url] = None
-        for line in read_lines(self.status_path):
+        for line in read_lines(self.status_path, repair=repair):
             parts = line.split("\t", 4)
             if len(parts) < 4 or parts[3] not in self.links:
                 continue
@@ -97,6 +106,8 @@ class LinkFile:
 
     def close(self) -> None:
         for fd in (self._links_fd, self._status_fd):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
@@ -116,7 +127,7 @@ class LinkFile:
             if link.url not in self.links:
                 self.links[link.url] = None
                 new.append(link)
-        if new:
+        if new and not self.read_only:
             append_lines(self._links_fd, "".join(
                 f"{link.url}\t{'-' if link.depth is None else link.depth}\t{_one_line(link.origin) or '-'}\n"
                 for link in new))
@@ -128,12 +139,14 @@ class LinkFile:
         return state.status if state else "pending"
 
     def pending(self, *, ignore_backoff: bool = False) -> list[str]:
-        """Links pass 2 should fetch now, in file order: never tried, reopened, or due for a retry."""
+        """Links pass 2 should fetch now, in file order: never tried, reopened, refused (the caller keeps
+        them back while their host is held), or due for a retry."""
         now = self.clock()
         out = []
         for url in self.links:
             state = self.states.get(url)
-            if state is None or (state.status == "retry" and (ignore_backoff or state.retry_at <= now)):
+            if state is None or state.status == "refused" \
+                    or (state.status == "retry" and (ignore_backoff or state.retry_at <= now)):
                 out.append(url)
         return out
 
@@ -152,10 +165,10 @@ class LinkFile:
             before = self.states.get(m.url)
             attempts = before.attempts if before else 0
             status = m.status
-            if status in ("done", "gone", "failed"):
+            if status in ("done", "gone", "failed", "refused"):
                 attempts += 1
-            if status == "failed":
-                status = "dead" if attempts >= MAX_ATTEMPTS else "retry"
+            if status in ("failed", "refused"):
+                status = "dead" if attempts >= MAX_ATTEMPTS else "retry" if status == "failed" else "refused"
             if status == "reopen":
                 attempts = 0
             state = LinkState(status, attempts, float(int(now)))
@@ -165,7 +178,7 @@ class LinkFile:
             else:
                 self.states[m.url] = state
             out.append((m, state))
-        if lines:
+        if lines and not self.read_only:
             append_lines(self._status_fd, "".join(lines))
         return out
 
@@ -176,14 +189,17 @@ class LinkFile:
         return counts
 
 
-def read_lines(path: Path) -> list[str]:
-    """The file's whole lines, without comments; a torn last line (a crash mid-append) is cut off."""
+def read_lines(path: Path, *, repair: bool = True) -> list[str]:
+    """The file's whole lines, without comments; a torn last line (a crash mid-append) is cut off
+    (from the file too, unless repair is False)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
     end = data.rfind(b"\n") + 1
-    if end != len(data):
+    if end != len(data) and not repair:
+        data = data[:end]
+    elif end != len(data):
         with open(path, "r+b") as f:
             f.truncate(end)
             f.flush()

@@ -142,6 +142,11 @@ class Daemon:
                              full_text=full_text)
         if self.options.dry_run:
             self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
+            if self.link_jobs:  # both passes in memory, their records printed (parser/jobs.py)
+                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
+                                      clock=self.clock, once=True, links_only=self.options.links_only,
+                                      dry_run=True, out=self.out)
+                self.jobs.open()
             return
         self.states = load_states(self.state_path)
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 from urllib.request import url2pathname
 
@@ -38,6 +39,16 @@ REDIRECTS = (301, 302, 303, 307, 308)
 PERMANENT_FAILURES = (404, 410)
 # Request headers that carry credentials: never sent on to another origin by a redirect.
 CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+
+
+class RequestGate(Protocol):
+    """Optional per request (the two-pass jobs' HostPacer): asked inside the host's connection slot just
+    before each request is sent, may raise FetchError to send nothing; told of a 429/503 with
+    Retry-After before that slot goes to the next request, so a request queued behind a refused one
+    is never sent before the pause the server asked for."""
+
+    def before_request(self, url: str) -> None: ...
+    def refused(self, url: str, retry_after: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -175,11 +186,12 @@ class Fetcher:
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
             last_modified: str | None = None, accept: str | None = None,
-            may_follow: Callable[[str], bool] | None = None) -> FetchResult:
+            may_follow: Callable[[str], bool] | None = None, gate: RequestGate | None = None) -> FetchResult:
         """Fetch `url`, conditionally when etag/last_modified are known. Raises FetchError.
 
         may_follow, when given, vets every redirect target before it is requested (a harvest keeps
-        to its allowed domains even when a server sends it elsewhere).
+        to its allowed domains even when a server sends it elsewhere); gate, when given, is asked
+        before every request and told of refusals (see RequestGate).
         """
         if url.startswith("file:"):
             return _read_file(url, self.max_bytes, last_modified)
@@ -194,7 +206,7 @@ class Fetcher:
         deadline = time.monotonic() + self.deadline
         cutoff = _fetching.cutoff = _Cutoff(self.deadline)
         try:
-            return self._follow(url, request_headers, set(headers or {}), deadline, cutoff, may_follow)
+            return self._follow(url, request_headers, set(headers or {}), deadline, cutoff, may_follow, gate)
         except FetchError:
             if cutoff.fired:
                 raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
@@ -205,13 +217,16 @@ class Fetcher:
             _fetching.cutoff = None
 
     def _follow(self, url: str, request_headers: dict[str, str], own_headers: set[str], deadline: float,
-                cutoff: _Cutoff, may_follow: Callable[[str], bool] | None = None) -> FetchResult:
+                cutoff: _Cutoff, may_follow: Callable[[str], bool] | None = None,
+                gate: RequestGate | None = None) -> FetchResult:
         """GET `url`, following redirects by hand so every hop is checked and counted."""
         seen = {url}
         current = url
         only_permanent_hops = True  # the source has moved only if every hop said so
         for _hop in range(self.max_redirects + 1):
             with self.limiter.slot(current):
+                if gate is not None:
+                    gate.before_request(current)
                 response = self._open(current, request_headers)
                 try:
                     if response.status_code in REDIRECTS and "location" in response.headers:
@@ -235,6 +250,10 @@ class Fetcher:
                         continue
                     moved_to = current if current != url and only_permanent_hops else None
                     return self._finish(response, current, deadline, moved_to, cutoff)
+                except FetchError as exc:
+                    if gate is not None and exc.retry_after is not None:
+                        gate.refused(current, exc.retry_after)  # still inside the slot: see RequestGate
+                    raise
                 finally:
                     response.close()
         raise FetchError(f"more than {self.max_redirects} redirects")

@@ -6,39 +6,43 @@ stages one record per object through the job's own Sink (uniqueness, staging CSV
 after the job). Worker threads fetch and parse; this module's main-thread half does all writing,
 one batch of results at a time, staging records before marking their links done.
 
-Each job keeps its files in STAGING_DIR/jobs/<name>/: links.txt, links.status, harvest.log,
-state.json, staging.csv and the hash file.
+A host that answers 429 or 503 with Retry-After is held (linkgen.politeness.HostPacer): nothing is
+sent to it before that time, by any job, and the hold is kept in the job's state.json for a restart.
+The refused link or page spends one attempt and is asked again when the hold ends; links and pages
+that were only kept back spend none. --once waits for holds up to ONCE_WAIT_MAX seconds per job,
+then leaves the rest for the next run; forever mode moves on and comes back when the hold ends.
+
+Each job keeps its files in STAGING_DIR/jobs/<name>/ (parser/job_state.py). With --dry-run both
+passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the records are printed.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
+import math
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TextIO
 
 from db.store import Database
-from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
-from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkFile, Mark
-from linkgen.politeness import HostPacer, Robots, polite_get
+from linkgen.harvest import PageResult, fetch_page, in_domains
+from linkgen.linkfile import MAX_ATTEMPTS, Link, Mark
+from linkgen.politeness import HostHeldError, HostPacer, Robots, host_key, polite_get
 from linkgen.templates import expand
 
 from . import logs
 from .errors import FetchError, ParseError, StorageError
-from .extract import compile_selector, extract_fields, parse_html
+from .extract import extract_fields, parse_html
 from .fetch import Fetcher
 from .job_settings import LinkJob
+from .job_state import JobState, job_folder
 from .record import now_iso
 from .settings import Settings
-from .sink import Sink
-from .staging import read_rows
+from .urls import redact_url
 
 log = logging.getLogger("parser")
 
@@ -46,10 +50,10 @@ SLICE_SECONDS = 30.0      # forever mode: the longest the jobs keep the loop fro
 ABSORB_EVERY = 0.05        # seconds: results are staged in batches (one fsync each), at least this often
 ABSORB_BATCH = 64
 TEMPLATE_CHUNK = 10_000
+ONCE_WAIT_MAX = 60.0       # --once: seconds a job waits in all for hosts that asked for a pause
+DRY_RUN_LINKS = 20         # --dry-run: objects fetched per job at most
 
-
-def job_folder(staging_dir: Path, name: str) -> Path:
-    return staging_dir / "jobs" / name
+__all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder", "select_jobs"]
 
 
 def select_jobs(settings: Settings, names: tuple[str, ...]) -> list[LinkJob]:
@@ -74,74 +78,31 @@ class ObjectOutcome:
     error: str | None = None
     final: bool = False  # 404/410 (or refused by robots.txt): never asked again
     abandoned: bool = False  # cut short because the daemon is stopping: still pending, no attempt spent
+    held: bool = False  # not sent: its host is held (Retry-After); still pending, no attempt spent
+    refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
 
 
-class JobState:
-    """One job's files and counters, owned by the main thread."""
-
-    def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float]):
-        self.job = job
-        self.folder = job_folder(settings.staging_dir, job.name)
-        self.links = LinkFile(self.folder, job.name, clock=clock)
-        self.sink = Sink(table=job.name, columns=job.columns, unique_fields=job.unique_fields,
-                         staging_dir=self.folder, csv_name="staging.csv", hash_stem="hashes",
-                         dedup_mode=settings.dedup, algorithm=settings.hash)
-        self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock) if job.harvest else None
-        self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
-        self.state_path = self.folder / "state.json"
-        self.pass1_at = self._load_state().get("pass1_at", 0.0)
-
-    def _load_state(self) -> dict:
-        try:
-            data = json.loads(self.state_path.read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else {}
-        except (FileNotFoundError, ValueError):
-            return {}
-
-    def pass1_finished(self, at: float) -> None:
-        self.pass1_at = at
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pass1_at": at}), encoding="utf-8")
-        os.replace(tmp, self.state_path)
-
-    def pass1_due(self, now: float) -> bool:
-        return bool(self.harvest and self.harvest.active) or now >= self.pass1_at + self.job.interval
-
-    def recover_staged(self) -> int:
-        """Links whose records reached the staging CSV but whose 'done' line a crash cut off: mark them."""
-        staging = self.sink.staging
-        urls: dict[str, None] = {}
-        for path in [*staging.batches(), staging.path]:
-            if path.exists():
-                for row in read_rows(path):
-                    url = row.get("url")
-                    if url in self.links and self.links.status(url) != "done":
-                        urls[url] = None
-        self.links.mark(Mark(u, "done", "recovered from the staging CSV after a crash") for u in urls)
-        return len(urls)
-
-    def close(self) -> None:
-        self.sink.close()
-        self.links.close()
-        if self.harvest:
-            self.harvest.close()
+def _utc(epoch: float) -> str:
+    return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, pool: ThreadPoolExecutor,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
-                 progress: TextIO | None = None):
+                 progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None):
         self.settings = settings
         self.jobs = jobs
         self.fetcher = fetcher
         self.pool = pool
         self.stop = stop
         self.clock = clock
-        self.once = once
+        self.once = once or dry_run
         self.links_only = links_only
+        self.dry_run = dry_run
+        self.out = out if out is not None else sys.stdout
         self.window = settings.concurrency
-        self.robots = Robots(fetcher, settings.user_agent, clock=clock)
         self.pacer = HostPacer(stop=stop)
+        self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
         self.states: list[JobState] = []
         self.progress = progress if progress is not None else (sys.stderr if sys.stderr.isatty() else None)
         self._progress_at = 0.0
@@ -149,12 +110,18 @@ class JobRunner:
     # -- life cycle ---------------------------------------------------------------------------
     def open(self) -> None:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
+        now = self.clock()
         for job in self.jobs:
-            state = JobState(job, self.settings, self.clock)
+            state = JobState(job, self.settings, self.clock, dry_run=self.dry_run, out=self.out)
             recovered = state.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
                          job.name, recovered)
+            for host, until in state.holds.items():
+                if until > now:  # a pause a server asked for before the restart still holds
+                    self.pacer.hold(host, until - now)
+                    log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
+                             job.name, host, _utc(until))
             self.states.append(state)
 
     def close(self) -> None:
@@ -179,17 +146,22 @@ class JobRunner:
         return ok
 
     def next_due(self) -> float:
-        """When run_due has work next (now, when links are pending or a harvest is half done)."""
+        """When run_due has work next: now, when links are pending or a harvest is half done, unless
+        every host they are on is held; then when the first hold ends."""
         now = self.clock()
         soonest = float("inf")
         for state in self.states:
             if state.pass1_due(now):
-                return now
+                if not (state.harvest and state.harvest.active):
+                    return now
+                soonest = min(soonest, now + self._hold_left(state.harvest.level_waiting()))
+                continue
             soonest = min(soonest, state.pass1_at + state.job.interval)
             if self.links_only:
                 continue
-            if state.links.pending():
-                return now
+            pending = state.links.pending()
+            if pending:
+                soonest = min(soonest, now + self._hold_left(pending))
             retry = state.links.next_retry()
             if retry is not None:
                 soonest = min(soonest, retry)
@@ -205,17 +177,23 @@ class JobRunner:
 
     def _run_job(self, state: JobState, deadline: float | None) -> None:
         if self.once or state.pass1_due(self.clock()):
+            if state.harvest and state.harvest.active and not self.once \
+                    and self._hold_left(state.harvest.level_waiting()) > 0:
+                return  # every page it could fetch next is on a held host: back when the hold ends
             if state.harvest:
                 self._harvest(state, deadline)
-                if state.harvest.active:
-                    return  # stopped or out of time half-way: resumed on the next call
+                # Stopped, out of time or waiting for a held host half-way: resumed on the next call.
+                # --once goes on to pass 2 with the links found so far.
+                if state.harvest.active and not self.once:
+                    return
             else:
                 self._expand_template(state, scheduled=True)
         if self.links_only:
             return
         while not self.stop.is_set():
             tried = self._pass2(state, deadline)
-            if not tried or self.stop.is_set() or (deadline is not None and time.monotonic() > deadline):
+            if self.dry_run or not tried or self.stop.is_set() \
+                    or (deadline is not None and time.monotonic() > deadline):
                 return
             # An open range goes on as far as pass 2 confirms links; a closed job is done here.
             if state.job.stop_after_misses is None or not self._expand_template(state, scheduled=False):
@@ -229,11 +207,16 @@ class JobRunner:
         today = datetime.fromtimestamp(self.clock(), UTC).date()
         batch: list[Link] = []
         probes: list[str] = []
+        pending_seen = 0
         for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
                            is_good=lambda url: links.status(url) == "done"):
             batch.append(Link(made.url, None, "template"))
             if made.probe:
                 probes.append(made.url)
+            if self.dry_run:  # only the first links pass 2 would fetch are needed: no 10-million-link lists
+                pending_seen += made.url not in links or links.status(made.url) == "pending"
+                if pending_seen > DRY_RUN_LINKS:
+                    break
             if len(batch) >= TEMPLATE_CHUNK:
                 links.add(batch)
                 batch = []
@@ -249,6 +232,9 @@ class JobRunner:
             log.info("%s  pass 1 (template): %d links in the file, %d new%s  %.2f s", job.name, len(links), new,
                      f", {reopened} misses at the end of the range asked again" if reopened else "",
                      time.monotonic() - started)
+            self._say(state, f"pass 1 (template): {len(links)} links, {new} new"
+                      + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
+                         if pending_seen > DRY_RUN_LINKS else ""))
         elif new:
             log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
         return new + reopened
@@ -263,12 +249,15 @@ class JobRunner:
         inflight: dict[Future, str] = {}
         while not self.stop.is_set():
             if deadline is None or time.monotonic() < deadline:
-                for url, depth in harvest.take(self.window - len(inflight)):
+                for url, depth in harvest.take(self.window - len(inflight), ready=self._host_free):
                     future = self.pool.submit(fetch_page, url, depth, job.harvest, fetcher=self.fetcher,
                                               pacer=self.pacer, robots=self.robots, delay=job.delay)
                     inflight[future] = url
             if not inflight:
-                break
+                if harvest.finished() or not self._wait_for_hold(state, harvest.level_waiting(), deadline,
+                                                                 "pages"):
+                    break
+                continue
             done, _ = wait(inflight, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
                 url = inflight.pop(future)
@@ -277,13 +266,19 @@ class JobRunner:
                 except Exception as exc:  # a bug in a worker fails that page, not the daemon
                     log.exception("internal error harvesting %s", url)
                     result = PageResult(url=url, depth=harvest.queued[url][0], error=f"internal error: {exc!r}")
-                if result.error and self.stop.is_set():
-                    harvest.release(url)  # cut short by the stop: fetched again when the run resumes
+                if result.held or (result.error and self.stop.is_set() and result.retry_after is None):
+                    harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
                     continue
+                if result.retry_after is not None:
+                    attempts = harvest.refused(result)
+                    self._refusal(state, url, f"harvest: {result.error}", attempts,
+                                  "dead" if harvest.out_of_attempts(url) else "refused")
+                    if not harvest.out_of_attempts(url):
+                        continue  # still queued: asked again when the hold ends
                 links.add(harvest.links_of(result))  # the links first: a page is marked done only after
                 harvest.record(result)
-                if result.error:
-                    logs.error_line(job.name, url, f"harvest: {result.error}")
+                if result.error and result.retry_after is None:
+                    self._error(state, url, f"harvest: {result.error}")
             self._show(f"{job.name}: pass 1: {harvest.pages_done} pages fetched, {len(links)} links")
         for future, url in inflight.items():
             future.cancel()
@@ -292,45 +287,59 @@ class JobRunner:
             self._end_progress()
             return
         new = len(links) - harvest.links_before
-        summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links in the file, "
-                   f"{new} new" + (f"; stopped at max_pages ({job.harvest.max_pages})" if harvest.stopped_at_max
-                                   else ""))
+        summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
+                   f"{'' if self.dry_run else ' in the file'}, {new} new")
+        if harvest.stopped_at_max:
+            summary += f"; stopped at max_pages ({job.harvest.max_pages})"
         state.pass1_finished(self.clock())  # before 'end': a crash between them only ends an empty run again
         harvest.end(summary)
         self._end_progress()
         log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary, time.monotonic() - started)
+        self._say(state, f"pass 1 (harvest): {summary}")
 
     # -- pass 2 -------------------------------------------------------------------------------
     def _pass2(self, state: JobState, deadline: float | None) -> int:
         """Fetch the pending links (until the deadline); return how many were tried."""
         job = state.job
-        todo = iter(state.links.pending(ignore_backoff=self.once))
+        pending = state.links.pending(ignore_backoff=self.once)
+        if self.dry_run and len(pending) > DRY_RUN_LINKS:
+            self._say(state, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
+                             f"{DRY_RUN_LINKS} and stops there")
+            pending = pending[:DRY_RUN_LINKS]
+        todo = deque(pending)
+        parked: dict[str, list[str]] = {}  # host -> its links, kept back until the host's hold ends
         tally = Counter()
         empty = Counter()
         started = time.monotonic()
         inflight: dict[Future, str] = {}
         ready: list[ObjectOutcome] = []
         last_absorb = time.monotonic()
-        exhausted = False
         while not self.stop.is_set():
-            while not exhausted and len(inflight) < self.window and (deadline is None or time.monotonic() < deadline):
-                url = next(todo, None)
+            while len(inflight) < self.window and (deadline is None or time.monotonic() < deadline):
+                url = self._next_link(todo, parked)
                 if url is None:
-                    exhausted = True
                     break
                 inflight[self.pool.submit(self._fetch_object, state, url)] = url
             if not inflight:
-                break
+                if not parked or not self._wait_for_hold(state, [urls[0] for urls in parked.values()], deadline,
+                                                         "links", sum(map(len, parked.values()))):
+                    break
+                continue
             done, _ = wait(inflight, timeout=ABSORB_EVERY, return_when=FIRST_COMPLETED)
             for future in done:
                 url = inflight.pop(future)
                 try:
-                    ready.append(future.result())
+                    outcome = future.result()
                 except Exception as exc:  # a bug in a worker fails that link, not the daemon
                     log.exception("internal error fetching %s", url)
-                    ready.append(ObjectOutcome(url=url, error=f"internal error: {exc!r}"))
+                    outcome = ObjectOutcome(url=url, error=f"internal error: {exc!r}")
+                if outcome.held:
+                    parked.setdefault(host_key(url), []).append(url)
+                else:
+                    ready.append(outcome)
             if len(ready) >= ABSORB_BATCH or not inflight or time.monotonic() - last_absorb >= ABSORB_EVERY:
-                self._absorb(state, ready, tally, empty)
+                for url in self._absorb(state, ready, tally, empty):
+                    parked.setdefault(host_key(url), []).append(url)
                 ready, last_absorb = [], time.monotonic()
                 counts = state.links.counts()
                 self._show(f"{job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
@@ -338,15 +347,34 @@ class JobRunner:
             future.cancel()
         self._absorb(state, ready, tally, empty)  # finished work is kept even when stopping
         self._end_progress()
+        tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
         if not tally:
             return 0
         counts = state.links.counts()
         empties = ", ".join(f"{name} {n}" for name, n in empty.most_common())
-        log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up; "
-                 "empty fields: %s; %d pending  %.2f s", job.name, sum(tally[k] for k in ("done", "gone", "retry",
-                 "dead")), tally["new"], tally["duplicates"], tally["gone"], tally["retry"], tally["dead"],
+        log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
+                 "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
+                 tally["gone"], tally["retry"], tally["dead"],
+                 f", {tally['refused']} refused with Retry-After" if tally["refused"] else "",
                  empties or "none", counts["pending"], time.monotonic() - started)
-        return sum(tally[k] for k in ("done", "gone", "retry", "dead"))
+        failed = tried - tally["done"]
+        self._say(state, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
+                         + (f", {failed} failed" if failed else ""))
+        return tried
+
+    def _next_link(self, todo: deque[str], parked: dict[str, list[str]]) -> str | None:
+        """The next link to send: first those of hosts whose hold has ended, then the rest in order;
+        a link of a held host is parked with its host's."""
+        for host in [h for h in parked if self.pacer.key_held_for(h) <= 0]:
+            todo.extendleft(reversed(parked.pop(host)))
+        while todo:
+            url = todo.popleft()
+            host = host_key(url)
+            if host in parked or self.pacer.key_held_for(host) > 0:
+                parked.setdefault(host, []).append(url)
+                continue
+            return url
+        return None
 
     def _fetch_object(self, state: JobState, url: str) -> ObjectOutcome:
         """Worker thread: fetch one object page and extract its fields. Touches no file."""
@@ -357,19 +385,24 @@ class JobRunner:
                                   may_follow=(lambda target: in_domains(target, harvest.allowed_domains))
                                   if harvest else None)
             doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
+        except HostHeldError:
+            return ObjectOutcome(url=url, held=True)
         except FetchError as exc:
-            return ObjectOutcome(url=url, error=str(exc), final=exc.permanent, abandoned=self.stop.is_set())
+            refused = exc.retry_after is not None
+            return ObjectOutcome(url=url, error=str(exc), final=exc.permanent, refused=refused,
+                                 abandoned=self.stop.is_set() and not refused)
         except ParseError as exc:
             return ObjectOutcome(url=url, error=str(exc))
         extracted = extract_fields(doc, state.selectors)
         record = {"url": url, "fetched": now_iso(self.clock), **extracted.values}
         return ObjectOutcome(url=url, record=record, empty=extracted.empty)
 
-    def _absorb(self, state: JobState, ready: list[ObjectOutcome], tally: Counter, empty: Counter) -> None:
-        """Main thread: stage the records (durably), then mark their links; log the failures."""
+    def _absorb(self, state: JobState, ready: list[ObjectOutcome], tally: Counter, empty: Counter) -> list[str]:
+        """Main thread: stage the records (durably), then mark their links; log the failures. Return the
+        refused links that may be asked again (after their host's hold)."""
         ready = [o for o in ready if not o.abandoned]
         if not ready:
-            return
+            return []
         staged = state.sink.stage([o.record for o in ready if o.record is not None])
         tally["new"] += len(staged.new)
         tally["duplicates"] += staged.duplicates
@@ -378,21 +411,99 @@ class JobRunner:
             if outcome.record is not None:
                 marks.append(Mark(outcome.url, "done"))
                 empty.update(outcome.empty)
+            elif outcome.refused:
+                marks.append(Mark(outcome.url, "refused", outcome.error or ""))
             else:
                 marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or ""))
+        again = []
         for mark, link_state in state.links.mark(marks):
             tally[link_state.status] += 1
             if mark.status == "done":
                 continue
-            if link_state.status == "gone":
+            if mark.status == "refused":
+                self._refusal(state, mark.url, mark.detail, link_state.attempts, link_state.status)
+                if link_state.status == "refused":
+                    again.append(mark.url)
+                continue
+            if self.dry_run:  # nothing is recorded, so nothing is "asked again later"
+                what = mark.detail
+            elif link_state.status == "gone":
                 what = f"{mark.detail}; not asked again"
             elif link_state.status == "retry":
                 what = f"{mark.detail}; attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
             else:
                 what = f"{mark.detail}; given up after {link_state.attempts} attempts"
-            logs.error_line(state.job.name, mark.url, what)
+            self._error(state, mark.url, what)
+        return again
 
-    # -- the terminal ---------------------------------------------------------------------------
+    # -- holds (429/503 with Retry-After) -----------------------------------------------------
+    def _host_free(self, url: str) -> bool:
+        return self.pacer.held_for(url) <= 0
+
+    def _hold_left(self, urls: Iterable[str]) -> float:
+        """0 when one of `urls` may be fetched now (or there are none); else seconds until one may."""
+        holds = self.pacer.holds()
+        if not holds:
+            return 0.0
+        left = float("inf")
+        for url in urls:
+            wait_s = holds.get(host_key(url), 0.0)
+            if wait_s <= 0:
+                return 0.0
+            left = min(left, wait_s)
+        return 0.0 if left == float("inf") else left
+
+    def _refusal(self, state: JobState, url: str, error: str, attempts: int, status: str) -> None:
+        """Main thread: a request was refused with Retry-After. Keep the host's hold for a restart and
+        say so in parser.log and errors.log."""
+        host = host_key(url)
+        now = self.clock()
+        until = now + self.pacer.held_for(url)
+        state.remember_hold(host, until, now)
+        log.info("%s  %s asked for a pause (%s): no request to it before %s", state.job.name, host,
+                 error.removeprefix("harvest: "), _utc(until))
+        then = (f"attempt {attempts} of {MAX_ATTEMPTS}, asked again then" if status != "dead"
+                else f"given up after {attempts} attempts")
+        self._error(state, url, f"{error}; no request to {host} before {_utc(until)} (Retry-After); {then}")
+
+    def _wait_for_hold(self, state: JobState, urls: list[str], deadline: float | None, what: str,
+                       count: int | None = None) -> bool:
+        """Nothing in flight and only held hosts left: under --once sleep until the first hold ends, if
+        the job's wait budget allows (True: slept, go on); forever mode returns at once (the daemon's
+        loop comes back when the hold ends, see next_due)."""
+        if not urls or deadline is not None:
+            return False
+        left = self._hold_left(urls)
+        if left <= 0:
+            return True  # a hold ended meanwhile
+        if state.waited + left > ONCE_WAIT_MAX:
+            hosts = sorted({host_key(u) for u in urls})
+            message = (f"{count or len(urls)} {what} wait for {', '.join(hosts)} (Retry-After, {left:.0f} s more): "
+                       "left for the next run")
+            log.info("%s  %s", state.job.name, message)
+            self._say(state, message)
+            return False
+        log.info("%s  waiting %.1f s for %s (Retry-After)", state.job.name, left,
+                 ", ".join(sorted({host_key(u) for u in urls})))
+        if self.stop.wait(left + 0.01):
+            return False
+        state.waited += left
+        return True
+
+    # -- what a person sees -------------------------------------------------------------------
+    def _error(self, state: JobState, url: str, what: str) -> None:
+        """errors.log, or with --dry-run a comment line among the printed records."""
+        if self.dry_run:
+            print(f"# {state.job.name}: {redact_url(url)}: {' '.join(what.split())}", file=self.out)
+        else:
+            logs.error_line(state.job.name, url, what)
+
+    def _say(self, state: JobState, text: str) -> None:
+        """--dry-run only: a comment line among the printed records."""
+        if self.dry_run:
+            print(f"# {state.job.name}: {text}", file=self.out)
+            self.out.flush()
+
     def _show(self, text: str) -> None:
         if self.progress is None or time.monotonic() - self._progress_at < 0.25:
             return

@@ -4,7 +4,7 @@
     server.route("/feed.xml", body=rss_bytes, etag='"v1"')
     server.route("/slow", body=b"...", drip=1.0)          # one byte a second
     server.route("/moved", status=301, headers={"Location": "/feed.xml"})
-    url = server.url("/feed.xml"); server.hits["/feed.xml"]
+    url = server.url("/feed.xml"); server.hits["/feed.xml"]; server.times  # [(arrival, path), ...]
 
 Each route is a Route; `handler=` takes the request handler for anything else. A path ending in
 `*` (`server.route("/calendar/*", handler=...)`) answers every path under it that has no route of
@@ -52,6 +52,7 @@ class LoopbackServer:
         self.routes: dict[str, Route] = {}
         self.hits: dict[str, int] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.times: list[tuple[float, str]] = []  # (time.monotonic() on arrival, path), in order
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         server = self
@@ -101,6 +102,7 @@ class LoopbackServer:
         with self._lock:
             self.hits[path] = self.hits.get(path, 0) + 1
             self.requests.append((h.path, dict(h.headers.items())))
+            self.times.append((time.monotonic(), path))
         route = self.routes.get(path)
         if route is None:
             route = next((r for p, r in list(self.routes.items()) if p.endswith("*") and path.startswith(p[:-1])), None)
