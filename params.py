@@ -21,3 +21,18 @@ SOURCES = [
     {"name": "hacker-news", "url": "https://hnrss.org/frontpage", "max_items": 30},
     {"name": "xkcd", "url": "https://xkcd.com/atom.xml", "interval": 3600},
 ]
+
+# More kinds of sources (README, "Protocols"), for example:
+#   {"name": "notices", "protocol": "json_api", "url": "https://api.example.org/v2/notices",
+#    "items": "data.posts", "map": {"title": "headline", "published": "created_ms"},
+#    "auth": {"type": "bearer", "token_env": "NOTICES_TOKEN"}},
+#   {"name": "shop-hook", "protocol": "webhook", "path": "/hooks/shop", "secret_env": "SHOP_HOOK_SECRET"},
+# SOURCES_OPML = "feeds.opml"        # a feed reader's export: each outline becomes a source
+
+# Two-pass jobs (README, "Two-pass jobs"): sites where every object has its own address.
+LINK_JOBS = [
+    # {"name": "books", "objects": r"/catalogue/[^/]+_\d+/index\.html$",
+    #  "harvest": {"root": "https://books.toscrape.com/", "depth": 3, "follow": r"/category/|page-\d+\.html$"},
+    #  "fields": {"title": "//div[contains(@class, 'product_main')]/h1", "price": "css:p.price_color::text"},
+    #  "delay": 1},
+]
