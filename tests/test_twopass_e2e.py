@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import corpus_dir
 from tests.feeds import numbered_items, rss
+from tests.process import stop, wait_for
 from tests.shop import HARVEST_FIELDS, Shop
 
 OBJECTS = r"/item/\d+$"
@@ -272,19 +273,11 @@ def test_forever_mode_runs_pass_1_again_after_the_interval(server, shop, project
     project.write_params(LINK_JOBS=[harvest_job(server, name="shop") | {"interval": 1}], FLUSH_INTERVAL=1)
     daemon = project.start()
     try:
-        deadline = time.monotonic() + 30
-        while len(project.rows("shop")) < 8 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(project.rows("shop")) == 8
+        wait_for(lambda: len(project.rows("shop")) == 8, "the first harvest's objects stored")
         shop.add_item(9, on_list=1)
-        while len(project.rows("shop")) < 9 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(20) == 0
+        wait_for(lambda: len(project.rows("shop")) == 9, "the object a later pass 1 finds stored")
     finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+        assert stop(daemon) == 0
     assert len(project.rows("shop")) == 9
     assert set(shop.item_hits().values()) == {1}  # listings again and again, objects once
     assert server.hits["/list/1"] >= 2 and "shop  pass 1 (harvest run 2)" in project.log()

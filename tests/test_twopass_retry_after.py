@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import threading
 import time
 
@@ -15,6 +14,7 @@ from linkgen.politeness import HostHeldError, HostPacer, polite_get
 from parser.errors import FetchError
 from parser.fetch import Fetcher
 from tests.conftest import Project
+from tests.process import stop, wait_for
 from tests.server import LoopbackServer
 from tests.shop import HARVEST_FIELDS, Shop
 
@@ -162,15 +162,9 @@ def test_forever_mode_comes_back_when_the_hold_ends(server, shop, project):
     project.write_params(LINK_JOBS=[template_job(server, range(1, 4))], FLUSH_INTERVAL=0.2, PER_HOST=1)
     daemon = project.start()
     try:
-        deadline = time.monotonic() + 20
-        while len(project.rows("pages")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        daemon.send_signal(signal.SIGTERM)
-        assert daemon.wait(20) == 0
+        wait_for(lambda: len(project.rows("pages")) == 3, "the held object stored after the hold", timeout=20)
     finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+        assert stop(daemon, timeout=20) == 0
     assert len(project.rows("pages")) == 3
     assert requests_within(server, refusal.sent[0], 2.0) == []
     assert server.hits["/item/2"] == 2
