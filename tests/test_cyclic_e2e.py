@@ -92,3 +92,17 @@ def test_source_option_limits_the_run(server, project):
     assert server.hits.get("/1.xml") is None
     unknown = project.run("--once", "--source", "three")
     assert unknown.returncode == 2 and "no source named 'three'" in unknown.stderr
+
+
+def test_at_most_max_items_of_a_feed_are_taken_and_they_are_the_newest(server, project):
+    items = numbered_items(1, 60)
+    items = items[1::2] + items[0::2]  # not in date order in the document
+    server.route("/many.xml", body=rss(items))
+    server.route("/few.xml", body=rss(numbered_items(100, 10)))
+    project.write_params(SOURCES=[{"name": "many", "url": server.url("/many.xml")},
+                                  {"name": "few", "url": server.url("/few.xml"), "max_items": 3}])
+    project.run("--once", check=True)
+    many = sorted(int(r["title"].split()[1]) for r in project.rows(where="WHERE source = 'many'"))
+    assert many == list(range(11, 61))  # the 50 newest of 60
+    few = sorted(int(r["title"].split()[1]) for r in project.rows(where="WHERE source = 'few'"))
+    assert few == [107, 108, 109]

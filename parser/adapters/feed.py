@@ -13,7 +13,7 @@ from ..charset import to_utf8
 from ..errors import ParseError
 from ..record import clean_text, html_to_text, utc_iso
 from ..urls import canonical_url
-from . import Parsed
+from . import Parsed, newest
 
 TITLE_MAX = 500
 # The end of one entry, and the end of the whole document, in any namespace prefix.
@@ -53,7 +53,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         else:
             warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
     records = [_record(e, source.name, fetched) for e in entries]
-    records = _newest(records, source.max_items)
+    records = newest(records, source.max_items)
     return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed")
 
 
@@ -123,13 +123,6 @@ def _content(entry: Mapping[str, Any]) -> str:
         if "html" in _text(part.get("type")):
             return clean_text(_text(part.get("value")))
     return clean_text(_text(parts[0].get("value"))) if parts else ""
-
-
-def _newest(records: list[dict], limit: int) -> list[dict]:
-    """The `limit` newest records: by date when every record has one, else in the feed's order."""
-    if len(records) > limit and all(r["published"] for r in records):
-        records = sorted(records, key=lambda r: r["published"], reverse=True)
-    return records[:limit]
 
 
 def _bozo_text(feed: Mapping[str, Any]) -> str:
