@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from parser.adapters import parse_body
 from parser.settings import settings_from_dict
-from tests.server import LoopbackServer
+from tests.server import LoopbackServer, reply
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
@@ -73,17 +73,9 @@ def daemon_once(args) -> None:
         # ACK add 40 ms to every page, which a real API server does not.
         h.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if h.headers.get("Authorization") != f"Bearer {TOKEN}":
-            h.send_response(401)
-            h.send_header("Content-Length", "0")
-            h.end_headers()
-            return
+            return reply(h, 401)
         number = int(parse_qs(urlsplit(h.path).query).get("cursor", ["0"])[0])
-        body = page(number, args.per_page, args.pages)
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        reply(h, 200, page(number, args.per_page, args.pages), {"Content-Type": "application/json"})
 
     server.route("/api/posts", handler=api)
     try:

@@ -39,6 +39,17 @@ class Route:
     handler: Callable[[BaseHTTPRequestHandler], None] | None = None
 
 
+def reply(h: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
+    """Answer a request in full: status, headers, Content-Length, body. For routes' own handlers too."""
+    h.send_response(status)
+    for k, v in (headers or {}).items():
+        h.send_header(k, v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    if h.command != "HEAD" and status != 304:
+        h.wfile.write(body)
+
+
 class _QuietServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         """A client that hangs up mid-answer (a fetch cut at its deadline, a killed daemon) is what
@@ -107,7 +118,7 @@ class LoopbackServer:
         if route is None:
             route = next((r for p, r in list(self.routes.items()) if p.endswith("*") and path.startswith(p[:-1])), None)
         if route is None:
-            return self._send(h, 404, b"not found", {"Content-Type": "text/plain"})
+            return reply(h, 404, b"not found", {"Content-Type": "text/plain"})
         if route.hang:
             self._stopping.wait(600)
             return
@@ -117,7 +128,7 @@ class LoopbackServer:
             return route.handler(h)
         if route.etag and h.headers.get("If-None-Match") == route.etag or \
                 route.last_modified and h.headers.get("If-Modified-Since") == route.last_modified:
-            return self._send(h, 304, b"", self._validators(route))
+            return reply(h, 304, b"", self._validators(route))
         headers = {"Content-Type": route.content_type, **self._validators(route), **route.headers}
         body = route.body
         if route.gzip:
@@ -128,7 +139,7 @@ class LoopbackServer:
             return self._endless(h, route.status, headers)
         if route.drip is not None:
             return self._drip(h, route.status, body, headers, route.drip)
-        self._send(h, route.status, body, headers)
+        reply(h, route.status, body, headers)
 
     @staticmethod
     def _validators(route: Route) -> dict[str, str]:
@@ -139,15 +150,6 @@ class LoopbackServer:
             out["Last-Modified"] = route.last_modified
         return out
 
-    @staticmethod
-    def _send(h, status: int, body: bytes, headers: dict[str, str]) -> None:
-        h.send_response(status)
-        for k, v in headers.items():
-            h.send_header(k, v)
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        if h.command != "HEAD" and status != 304:
-            h.wfile.write(body)
 
     def _drip(self, h, status: int, body: bytes, headers: dict[str, str], pause: float) -> None:
         h.send_response(status)

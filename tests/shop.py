@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlsplit
 
-from tests.server import LoopbackServer
+from tests.server import LoopbackServer, reply
 
 HARVEST_FIELDS = {"name": "//h1[@class='name']/text()", "price": "css:span.price::text"}
 
@@ -71,7 +71,7 @@ class Shop:
         year, month = (int(x) for x in urlsplit(h.path).path.rsplit("/", 1)[1].split("-"))
         nxt = f"{year + month // 12}-{month % 12 + 1:02d}"
         body = page(f"{year}-{month:02d}", [f"/calendar/{nxt}"])
-        LoopbackServer._send(h, 200, body, {"Content-Type": "text/html"})
+        reply(h, 200, body, {"Content-Type": "text/html"})
 
     def hosts_seen(self) -> set[str]:
         return {headers.get("Host", "") for _path, headers in self.server.requests}

@@ -24,7 +24,7 @@ from email.utils import format_datetime
 import pytest
 
 from tests.feeds import BASE_TIME
-from tests.server import LoopbackServer
+from tests.server import LoopbackServer, reply
 
 FEEDS = 4
 WINDOW = 100          # items each response shows: more than a killed daemon can miss between two lives
@@ -43,15 +43,7 @@ class Publisher:
                 n = len(self.items[feed])
                 self.items[feed].append(f"http://crash.example/{feed}/{n}")
                 shown = list(enumerate(self.items[feed]))[-WINDOW:]
-            body = self.rss(feed, shown)
-            h.send_response(200)
-            h.send_header("Content-Type", "application/rss+xml")
-            h.send_header("Content-Length", str(len(body)))
-            h.end_headers()
-            try:
-                h.wfile.write(body)
-            except OSError:
-                pass  # the daemon was killed mid-fetch
+            reply(h, 200, self.rss(feed, shown), {"Content-Type": "application/rss+xml"})
         return serve
 
     @staticmethod

@@ -21,7 +21,7 @@ from collections import Counter
 import pytest
 
 from tests.process import wait_for
-from tests.server import LoopbackServer
+from tests.server import reply
 from tests.shop import page
 
 CATEGORIES, PAGES, PER_PAGE = 6, 10, 6   # 360 objects on 60 listing pages
@@ -58,9 +58,9 @@ def refuse_first_request(server, path: str) -> None:
     def handler(h) -> None:
         asked.append(1)
         if len(asked) == 1:
-            LoopbackServer._send(h, 429, b"busy", {"Content-Type": "text/plain", "Retry-After": "1"})
+            reply(h, 429, b"busy", {"Content-Type": "text/plain", "Retry-After": "1"})
         else:
-            LoopbackServer._send(h, 200, body, {"Content-Type": "text/html"})
+            reply(h, 200, body, {"Content-Type": "text/html"})
     route.handler = handler
 
 

@@ -8,6 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.server import reply
+
 TOKEN = "t0ken-from-env"
 
 PAGE_1 = {"data": {"posts": [
@@ -33,12 +35,7 @@ API_SOURCE = {
 
 
 def _json(h, status: int, document) -> None:
-    body = json.dumps(document).encode()
-    h.send_response(status)
-    h.send_header("Content-Type", "application/json")
-    h.send_header("Content-Length", str(len(body)))
-    h.end_headers()
-    h.wfile.write(body)
+    reply(h, status, json.dumps(document).encode(), {"Content-Type": "application/json"})
 
 
 def posts_api(h) -> None:

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from parser.ratelimit import RateLimits, TokenBucket, parse_rate
+from tests.server import reply
 
 
 def test_rate_text():
@@ -50,11 +51,7 @@ def test_paging_stops_where_the_rate_runs_out(server, project):
         page = int(parse_qs(urlsplit(h.path).query)["page"][0])
         body = json.dumps({"items": [{"id": f"{page}-{i}", "url": f"https://api.example/{page}/{i}",
                                       "title": f"P{page} #{i}"} for i in range(2)]}).encode()
-        h.send_response(200)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(body)))
-        h.end_headers()
-        h.wfile.write(body)
+        reply(h, 200, body, {"Content-Type": "application/json"})
     server.route("/api", handler=paged)
     project.write_params(SOURCES=[{"name": "limited", "protocol": "json_api", "url": server.url("/api"),
                                    "items": "items", "page_param": "page", "max_pages": 5,

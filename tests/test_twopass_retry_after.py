@@ -15,7 +15,7 @@ from parser.errors import FetchError
 from parser.fetch import Fetcher
 from tests.conftest import Project
 from tests.process import stop, wait_for
-from tests.server import LoopbackServer
+from tests.server import LoopbackServer, reply
 from tests.shop import HARVEST_FIELDS, Shop
 
 
@@ -43,10 +43,10 @@ class Refusals:
                 if refuse:
                     self.sent.append(time.monotonic())
             if refuse:
-                LoopbackServer._send(h, self.status, b"slow down", {"Content-Type": "text/plain",
+                reply(h, self.status, b"slow down", {"Content-Type": "text/plain",
                                                                     "Retry-After": self.retry_after})
             else:
-                LoopbackServer._send(h, 200, body, {"Content-Type": content_type})
+                reply(h, 200, body, {"Content-Type": content_type})
         self.route.handler = handler
 
 

@@ -13,6 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 import requests
 
 from tests.process import free_port, start_listening, stop, wait_for
+from tests.server import reply
 
 
 def atom(entries: list[int], *, hub: str = "", self_url: str = "") -> bytes:
@@ -42,9 +43,7 @@ class HubStub:
         with self.lock:
             self.requests.append(form)
             first = len(self.requests) == 1
-        h.send_response(202)
-        h.send_header("Content-Length", "0")
-        h.end_headers()
+        reply(h, 202)
         threading.Thread(target=self._verify_then_push, args=(form, first), daemon=True).start()
 
     def _verify_then_push(self, form: dict[str, str], first: bool) -> None:
