@@ -3,8 +3,10 @@
     .venv/bin/python -m bench.bench_dedup [--history 2000000] [--records 2000]
 
 For each history size it times checking `records` records (90% new, 10% duplicates of recent
-records, as a feed poll looks) with both methods, in the same run, and prints the time per record
-and the ratio. The tail scan reads the file backwards a line at a time, as in seeds/004.
+records), in polls of 50 as the daemon asks, with both methods, in the same run, and prints the
+time per record and the ratio. The tail scan reads the file backwards a line at a time, as in
+seeds/004. It also times a steady-state poll: 50 records that are all recent duplicates, asked one
+by one (is_new) and as the daemon asks, one batch per poll (unseen).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from parser.dedup import HashFile
 
 LINE = 57  # sha224 hex + newline
+POLL = 50  # records a feed poll hands to the check at once
 
 
 def digest(n: int) -> str:
@@ -73,15 +76,30 @@ def measure(history: int, records: int, naive_records: int) -> dict:
         reopen_seconds = time.perf_counter() - started
         keys = workload(history, records, rng)
         started = time.perf_counter()
-        ours_answers = [check.is_new(k) for k in keys]
+        ours_answers = []
+        for at in range(0, len(keys), POLL):
+            poll = keys[at:at + POLL]
+            unseen = check.unseen(poll)
+            ours_answers += [k in unseen for k in poll]
         ours = (time.perf_counter() - started) / len(keys)
+        polls = [[digest(history - 1 - rng.randrange(min(history, 500))) for _ in range(POLL)]
+                 for _ in range(100)] if history else []
+        started = time.perf_counter()
+        for poll in polls:
+            [check.is_new(k) for k in poll]
+        one_by_one_ms = (time.perf_counter() - started) / max(len(polls), 1) * 1000
+        started = time.perf_counter()
+        for poll in polls:
+            check.unseen(poll)
+        batched_ms = (time.perf_counter() - started) / max(len(polls), 1) * 1000
         check.close()
         sample = keys[:naive_records]
         started = time.perf_counter()
         naive_answers = [tail_scan_is_new(path, k) for k in sample]
         naive = (time.perf_counter() - started) / len(sample)
     return {"ours_us": ours * 1e6, "naive_us": naive * 1e6, "build_s": build_seconds, "reopen_s": reopen_seconds,
-            "agree": ours_answers[:naive_records] == naive_answers}
+            "agree": ours_answers[:naive_records] == naive_answers, "one_by_one_ms": one_by_one_ms,
+            "batched_ms": batched_ms}
 
 
 def main() -> None:
@@ -91,12 +109,13 @@ def main() -> None:
     ap.add_argument("--naive-records", type=int, default=20)
     args = ap.parse_args()
     print(f"{'history':>10} {'ours µs/rec':>12} {'tail scan µs/rec':>17} {'tail/ours':>10} {'bloom build s':>14}"
-          f" {'reopen s':>9}")
+          f" {'reopen s':>9}  {'poll of 50 duplicates: one by one / batched':>44}")
     for history in (0, 100_000, args.history):
         r = measure(history, args.records, args.naive_records)
         ratio = r["naive_us"] / r["ours_us"] if r["ours_us"] else float("inf")
         print(f"{history:>10} {r['ours_us']:>12.1f} {r['naive_us']:>17.1f} {ratio:>10.0f} {r['build_s']:>14.2f}"
-              f" {r['reopen_s']:>9.3f}  {'answers agree' if r['agree'] else 'ANSWERS DIFFER'}")
+              f" {r['reopen_s']:>9.3f}  {r['one_by_one_ms']:>31.2f} ms / {r['batched_ms']:.2f} ms"
+              f"  {'answers agree' if r['agree'] else 'ANSWERS DIFFER'}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ state, logs) runs in the main thread, one source's result at a time, so nothing 
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -31,9 +30,9 @@ from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
 from .poll import Poller
 from .ratelimit import RateLimits
-from .record import RECORD_FIELDS, now_iso, record_hash
+from .record import RECORD_FIELDS, now_iso
 from .settings import Settings, Source
-from .sink import Sink
+from .sink import Sink, print_records, select_new
 from .state import SourceState, load_states, save_states
 from .urls import redact_url
 
@@ -109,7 +108,8 @@ class Daemon:
         self.state_path = settings.staging_dir / "state.json"
         self.states: dict[str, SourceState] = {}
         self.sink: Sink | None = None
-        self.dry_run_check = None  # --dry-run: a read-only uniqueness check
+        self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
+        self.dry_run_seen: set[str] = set()
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -343,15 +343,10 @@ class Daemon:
             print(f"# {name}: not modified", file=self.out)
         else:
             records = outcome.parsed.records
-            fresh = []
-            for record in records:
-                digest = record_hash(record, self.settings.unique_fields, self.settings.hash)
-                if self.dry_run_check.is_new(digest):
-                    self.dry_run_check.add([digest])  # in memory only: the check is read-only
-                    fresh.append(record)
-            print(f"# {name}: {len(records)} records, {len(fresh)} new would be staged", file=self.out)
-            for record in fresh:
-                print(json.dumps(record, ensure_ascii=False), file=self.out)
+            staged = select_new(records, self.dry_run_check, self.settings.unique_fields, self.settings.hash,
+                                self.dry_run_seen)
+            print(f"# {name}: {len(records)} records, {len(staged.new)} new would be staged", file=self.out)
+            print_records(staged.new, self.out)
         self.out.flush()
 
     def _stage_received(self) -> None:

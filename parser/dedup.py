@@ -2,10 +2,11 @@
 
 Three implementations behind one small interface, chosen by DEDUP:
 - HashFile ("hashfile"): an append-only file of hex digests, a line each, as the record of truth,
-  with a persisted Bloom filter in front. A Bloom miss means new, at once. A Bloom hit is
-  confirmed by scanning the file newest-first, in blocks: a real duplicate is nearly always recent,
-  so it is found in the first block; a false positive (rate 1e-6) costs one full scan. So a check
-  costs the same with two million stored hashes as with none, and no new record is ever dropped.
+  with a persisted Bloom filter in front. A Bloom miss means new, at once. The Bloom hits of one
+  batch (one poll) are confirmed together by one scan of the file newest-first, in blocks that
+  start small and double: real duplicates are nearly always recent, so they are found in the first
+  block; a false positive (rate 1e-6) costs one full scan. So a check costs the same with two
+  million stored hashes as with none, and no new record is ever dropped.
 - BloomOnly ("bloom"): the filter alone; a false positive drops a new record (rate 1e-6).
 - NoDedup ("off"): everything is new; the database's unique hash column still refuses copies.
 
@@ -31,10 +32,12 @@ log = logging.getLogger("parser")
 
 BLOOM_CAPACITY = 1_000_000
 BLOOM_ERROR = 1e-6
-SCAN_BLOCK_LINES = 16_384  # ~1 MiB of sha224 lines per read when confirming a Bloom hit
+FIRST_BLOCK_LINES = 1_024   # ~57 KiB of sha224 lines: the first read when confirming Bloom hits
+SCAN_BLOCK_LINES = 16_384   # ~1 MiB: the largest read, as the blocks double towards the file's start
 
 
 class Uniqueness(Protocol):
+    def unseen(self, digests: Iterable[str]) -> set[str]: ...
     def is_new(self, digest: str) -> bool: ...
     def add(self, digests: Iterable[str]) -> None: ...
     def save(self) -> None: ...
@@ -55,6 +58,9 @@ def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes
 
 
 class NoDedup:
+    def unseen(self, digests: Iterable[str]) -> set[str]:
+        return set(digests)
+
     def is_new(self, digest: str) -> bool:
         return True
 
@@ -108,6 +114,9 @@ class BloomOnly:
         self.read_only = read_only
         self.bloom = _load_bloom(path) or _new_bloom()
         self.dirty = False
+
+    def unseen(self, digests: Iterable[str]) -> set[str]:
+        return {d for d in digests if d not in self.bloom}
 
     def is_new(self, digest: str) -> bool:
         return digest not in self.bloom
@@ -195,10 +204,14 @@ class HashFile:
         return bloom, size, True
 
     # -- the interface ----------------------------------------------------------------------
+    def unseen(self, digests: Iterable[str]) -> set[str]:
+        """The digests never staged before: Bloom misses at once, Bloom hits confirmed by one scan."""
+        digests = set(digests)
+        maybe = {d for d in digests if d in self.bloom}
+        return digests - self._found_in_file(maybe) if maybe else digests
+
     def is_new(self, digest: str) -> bool:
-        if digest not in self.bloom:
-            return True
-        return not self._in_file(digest)
+        return digest in self.unseen([digest])
 
     def add(self, digests: Iterable[str]) -> None:
         digests = list(digests)
@@ -243,20 +256,23 @@ class HashFile:
         os.truncate(self.path, size)
         self.file = open(self.path, "ab")
 
-    def _in_file(self, digest: str) -> bool:
-        """Scan the file from its end in line-aligned blocks; lines are fixed-width, so a match of
-        'digest\\n' is always one whole line."""
-        needle = digest.encode("ascii") + b"\n"
-        block = SCAN_BLOCK_LINES * self.line_length
+    def _found_in_file(self, digests: set[str]) -> set[str]:
+        """Which of `digests` the file holds. Scanned from the end in line-aligned blocks, small first
+        and doubling; lines are fixed-width, so splitting a block on newlines gives whole digests."""
         if not self.path.exists():
-            return False
+            return set()
+        wanted = {d.encode("ascii") for d in digests}
+        found: set[bytes] = set()
+        lines = min(FIRST_BLOCK_LINES, SCAN_BLOCK_LINES)
         with open(self.path, "rb") as f:
             end = f.seek(0, os.SEEK_END)
             end -= end % self.line_length
-            while end > 0:
-                start = max(0, end - block)
+            while end > 0 and wanted:
+                start = max(0, end - lines * self.line_length)
                 f.seek(start)
-                if needle in f.read(end - start):
-                    return True
+                hits = wanted.intersection(f.read(end - start).split(b"\n"))
+                found |= hits
+                wanted -= hits
                 end = start
-        return False
+                lines = min(lines * 2, SCAN_BLOCK_LINES)
+        return {d.decode("ascii") for d in found}

@@ -19,9 +19,8 @@ from linkgen.linkfile import LinkFile, Mark
 from .dedup import open_uniqueness
 from .extract import compile_selector
 from .job_settings import LinkJob
-from .record import record_hash
 from .settings import Settings
-from .sink import Sink, Staged
+from .sink import Sink, Staged, print_records, select_new
 from .staging import read_rows
 
 
@@ -41,16 +40,9 @@ class DryRunSink:
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
 
     def stage(self, records: list[dict]) -> Staged:
-        fresh = []
-        for record in records:
-            digest = record_hash(record, self.unique_fields, self.algorithm)
-            if digest not in self.seen and self.dedup.is_new(digest):
-                self.seen.add(digest)
-                fresh.append(record)
-        for record in fresh:
-            print(json.dumps(record, ensure_ascii=False), file=self.out)
-        self.out.flush()
-        return Staged(new=fresh, duplicates=len(records) - len(fresh))
+        staged = select_new(records, self.dedup, self.unique_fields, self.algorithm, self.seen)
+        print_records(staged.new, self.out)
+        return staged
 
     def save(self) -> None:
         pass

@@ -5,11 +5,13 @@ two-pass job has its own (its own table, CSV and hash file), so uniqueness is pe
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from db.store import Database
 
@@ -27,6 +29,28 @@ class Staged:
     duplicates: int
 
 
+def select_new(records: list[dict], dedup: Uniqueness, unique_fields: Sequence[str], algorithm: str,
+               seen: set[str] | None = None) -> Staged:
+    """Hash each record and keep, with its `hash`, those neither staged before nor already in `seen`
+    (this batch, or a dry run's earlier batches); the uniqueness check is asked once per batch."""
+    digests = [record_hash(record, unique_fields, algorithm) for record in records]
+    unseen = dedup.unseen(digests)
+    seen = set() if seen is None else seen
+    fresh: list[dict] = []
+    for record, digest in zip(records, digests, strict=True):
+        if digest in unseen and digest not in seen:
+            seen.add(digest)
+            fresh.append({"hash": digest, **record})
+    return Staged(new=fresh, duplicates=len(records) - len(fresh))
+
+
+def print_records(records: list[dict], out: TextIO) -> None:
+    """--dry-run's output: a record a line, as JSON, without the hash."""
+    for record in records:
+        print(json.dumps({k: v for k, v in record.items() if k != "hash"}, ensure_ascii=False), file=out)
+    out.flush()
+
+
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str):
@@ -37,21 +61,9 @@ class Sink:
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
 
-    def select_new(self, records: list[dict]) -> Staged:
-        """Hash each record and keep those neither staged before nor repeated within this batch."""
-        fresh: list[dict] = []
-        seen: set[str] = set()
-        for record in records:
-            digest = record_hash(record, self.unique_fields, self.algorithm)
-            if digest in seen or not self.dedup.is_new(digest):
-                continue
-            seen.add(digest)
-            fresh.append({"hash": digest, **record})
-        return Staged(new=fresh, duplicates=len(records) - len(fresh))
-
     def stage(self, records: list[dict]) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
-        staged = self.select_new(records)
+        staged = select_new(records, self.dedup, self.unique_fields, self.algorithm)
         if staged.new:
             self.staging.append(staged.new)
             self.dedup.add(r["hash"] for r in staged.new)

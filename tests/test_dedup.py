@@ -104,3 +104,13 @@ def test_off_mode_finds_everything_new(tmp_path):
     check.add([digest(1)])
     assert check.is_new(digest(1))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_batch_is_confirmed_by_one_scan_across_blocks(tmp_path, monkeypatch):
+    check = open_uniqueness("hashfile", tmp_path, "sha224")
+    check.add([digest(n) for n in range(500)])
+    monkeypatch.setattr(dedup, "FIRST_BLOCK_LINES", 4)  # blocks of 4, 8, 16, ... lines
+    batch = [digest(0), digest(3), digest(250), digest(499), digest(500), digest(777)]
+    assert check.unseen(batch) == {digest(500), digest(777)}
+    assert check.unseen([]) == set()
+    check.close()
