@@ -123,11 +123,13 @@ def looks_iso(text: str) -> bool:
     return bool(_ISO.match(text.strip()))
 
 
-# One number, in four units: seconds below 1e11 (up to the year 5138), milliseconds below 1e14,
-# microseconds below 1e17, nanoseconds above. Every unit is read right for any date from 1973-03-03
-# to 5138-11-16; a time in seconds after 5138 is read as milliseconds (a date in 1973-2287).
-# Beyond the year 9999 (or before 1) there is no date.
-EPOCH_UNITS = ((1e11, 1), (1e14, 1e3), (1e17, 1e6), (float("inf"), 1e9))
+# One number, in four units, chosen so that every unit is read right up to the year 9999: seconds up
+# to 253402300799 (9999-12-31T23:59:59), then milliseconds up to 9999 in milliseconds, then
+# microseconds, then nanoseconds. Seconds are right for every date from 1970 (and back to the year 1);
+# the larger units for every date from 1978-01-12 on: a time in milliseconds before 1978-01-12 (under
+# 253402300800) is read as seconds. Beyond the year 9999 (or before 1) there is no date.
+_SECONDS_LIMIT = 253402300800  # 10000-01-01T00:00:00Z
+EPOCH_UNITS = ((_SECONDS_LIMIT, 1), (_SECONDS_LIMIT * 1e3, 1e3), (_SECONDS_LIMIT * 1e6, 1e6), (float("inf"), 1e9))
 
 
 def from_epoch(value: float) -> datetime:

@@ -126,8 +126,8 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
 
 
 def timestamp(value: Any) -> str:
-    """UTC ISO 8601 from a time since the epoch (number or digits: seconds below 1e11, milliseconds
-    below 1e14, then microseconds, nanoseconds; see dates.from_epoch) or date text."""
+    """UTC ISO 8601 from a time since the epoch (number or digits: seconds when it is a date up to
+    the year 9999 in seconds, else milliseconds, micro-, nanoseconds; see dates.EPOCH_UNITS) or date text."""
     if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
         value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
