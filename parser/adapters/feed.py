@@ -73,10 +73,10 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         else:
             warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
     rss = not str(feed.get("version", "")).startswith("atom")
-    read = [_record(e, source.name, fetched, rss=rss) for e in entries]
-    records = newest([record for record, _ in read], source.max_items)
-    notes = [NO_ZONE_NOTE] if not all(zoned for _, zoned in read) else []
-    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=notes)
+    notes: set[str] = set()
+    records = [_record(e, source.name, fetched, rss=rss, notes=notes) for e in entries]
+    records = newest(records, source.max_items)
+    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes))
 
 
 def _whole_entries(body: bytes, parsed: int) -> int:
@@ -88,16 +88,19 @@ def _whole_entries(body: bytes, parsed: int) -> int:
     return min(parsed, len(_ENTRY_END.findall(body)))
 
 
-def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bool) -> tuple[dict, bool]:
-    """One entry as a record (RECORD_FIELDS), and whether its date had a zone. feedparser gives
-    strings, lists of dicts and struct_times, but never trust the shape: whatever an entry holds, this
-    returns text and never raises."""
+def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bool = True,
+            notes: set[str] | None = None) -> dict:
+    """One entry as a record (RECORD_FIELDS); a date without a zone adds NO_ZONE_NOTE to `notes`.
+    feedparser gives strings, lists of dicts and struct_times, but never trust the shape: whatever an
+    entry holds, this returns text and never raises."""
     guid = clean_text(_text(entry.get("id"))).strip()  # as the feed wrote it (ids are not resolved: see top)
     link = _alternate_link(entry)
     if not link and rss and entry.get("guidislink") and _is_http(guid):
         link = guid  # an RSS <guid> is a permalink unless isPermaLink="false"; Atom ids never are
     link = canonical_url(link)
     published, zoned = _published(entry)
+    if not zoned and notes is not None:
+        notes.add(NO_ZONE_NOTE)
     return {
         "source": source_name,
         "guid": guid or link,
@@ -108,7 +111,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
         "summary": _detail_text(entry, "summary"),
         "content": _content(entry),
         "fetched": fetched,
-    }, zoned
+    }
 
 
 def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
