@@ -115,7 +115,8 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
 
 
 def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
-    """The entry's date as UTC ISO 8601, and False when the text had no zone (UTC was assumed).
+    """The entry's date (published, else updated, else created) as UTC ISO 8601, and False when the
+    text had no zone (UTC was assumed).
 
     Our reader (parser/dates.py) goes first: it knows day and month names in other languages, refuses
     impossible days that feedparser rolls over (2022-02-30 as March 2), and tells a missing zone.
@@ -130,7 +131,7 @@ def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
         parsed = entry.get(f"{key}_parsed")
         if isinstance(parsed, time.struct_time) and not looks_iso(raw):
             return utc_iso(parsed), True
-        return "", True
+        # no date here (or an impossible one): the next key, as when it is missing
     return "", True
 
 
