@@ -110,6 +110,7 @@ class Daemon:
         self.sink: Sink | None = None
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
         self.dry_run_seen: set[str] = set()
+        self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -299,6 +300,10 @@ class Daemon:
             staged = self.sink.stage(outcome.parsed.records)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
+            for note in outcome.parsed.notes:
+                if (source.name, note) not in self.noted:
+                    self.noted.add((source.name, note))
+                    log.info("%s  %s", source.name, note)
             log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
                      outcome.seconds, outcome.parsed.kind)  # kind: what the body was found to be
             summary.new += len(staged.new)

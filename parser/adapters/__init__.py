@@ -23,6 +23,9 @@ class Parsed:
     warnings: list[str] = field(default_factory=list)
     kind: str = ""  # what was found, for the log: "rss20", "atom10", ...
     next_url: str | None = None  # json_api with a `next` path: the address of the following page
+    # Facts about the source worth a line in parser.log once per run (not errors): "dates without a
+    # time zone are taken as UTC".
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import FetchError, ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, html_to_text, title_text, utc_iso
 from ..urls import canonical_url
 from . import Parsed, newest
 from .jsonfeed import load_json
@@ -116,17 +116,18 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": html_to_text(_scalar(pick("title"))),
+        "title": title_text(_scalar(pick("title"))),
         "author": _author(pick("author")),
         "published": timestamp(pick("published")),
-        "summary": html_to_text(_scalar(pick("summary"))),
+        "summary": title_text(_scalar(pick("summary"))),
         "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
         "fetched": fetched,
     }
 
 
 def timestamp(value: Any) -> str:
-    """UTC ISO 8601 from seconds or milliseconds since the epoch (number or digits) or ISO 8601 text."""
+    """UTC ISO 8601 from a time since the epoch (number or digits: seconds when it is a date up to
+    the year 9999 in seconds, else milliseconds, micro-, nanoseconds; see dates.EPOCH_UNITS) or date text."""
     if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
         value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, html_to_text, title_text, utc_iso
 from ..urls import canonical_url
 from . import Parsed, newest
 
@@ -81,10 +81,10 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": html_to_text(item.get("title")),
+        "title": title_text(_text(item.get("title"))),  # plain text by the spec; HTML only if it looks so
         "author": _authors(item) or feed_author,
         "published": published,
-        "summary": html_to_text(item.get("summary")),
+        "summary": title_text(_text(item.get("summary"))),
         "content": content,
         "fetched": fetched,
     }
