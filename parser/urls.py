@@ -24,10 +24,12 @@ def is_junk_param(name: str) -> bool:
     return bool(_TRACKING.match(name) or _SESSION.match(name))
 
 
-def canonical_url(url: str) -> str:
+def canonical_url(url: str, *, keep_fragment: bool = False) -> str:
     """Canonical form of an http(s) URL; other strings come back stripped but otherwise unchanged.
 
-    Never raises: a feed's link is data from a stranger.
+    The fragment goes unless `keep_fragment`: adapters keep it so that parser/identity.py can tell
+    apart the entries of one feed that differ only by it. Never raises: a feed's link is data from a
+    stranger.
     """
     url = (url or "").strip()
     try:
@@ -39,8 +41,9 @@ def canonical_url(url: str) -> str:
         if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
             netloc = netloc.rsplit(":", 1)[0]
         path = _PATH_SESSION.sub("", parts.path)
-        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), ""))
-        return canonicalize_url(cleaned, keep_fragments=False)
+        fragment = parts.fragment if keep_fragment else ""
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), fragment))
+        return canonicalize_url(cleaned, keep_fragments=keep_fragment)
     except (ValueError, UnicodeError):
         return url
 

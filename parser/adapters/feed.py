@@ -13,7 +13,7 @@ from ..charset import to_utf8
 from ..errors import ParseError
 from ..record import clean_text, html_to_text, utc_iso
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
 
 TITLE_MAX = 500
 # The end of one entry, and the end of the whole document, in any namespace prefix.
@@ -53,8 +53,8 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         else:
             warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
     records = [_record(e, source.name, fetched) for e in entries]
-    records = newest(records, source.max_items)
-    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed")
+    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed",
+                  home=_text(feed.get("feed", {}).get("link")))
 
 
 def _whole_entries(body: bytes, parsed: int) -> int:
@@ -73,7 +73,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
     guid = clean_text(_text(entry.get("id")))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link)
+    link = canonical_url(link, keep_fragment=True)  # parser/identity.py decides on the fragment
     published = ""
     for key in ("published_parsed", "updated_parsed", "created_parsed"):
         if entry.get(key):
