@@ -5,15 +5,17 @@ poll's records together, since whether a link names one entry depends on the ent
 always did (so hashes.txt and tables of earlier versions still match), when that link names this
 entry alone. It does not when it is empty, when it is the feed's own address (home page or feed URL:
 a podcast giving every episode the show's page), or when another entry of the same source in this
-poll has the same canonical link and the source tells the two apart (another guid, or another
-#fragment). Such an entry is keyed within its source: by its guid; else by its link with the
-fragment; else by its title, date and text. Never by an empty string shared with other sources.
+poll has the same canonical link and the source tells the two apart (another guid, or another link
+as written: a #fragment, or a parameter canonicalization drops such as PHP-Nuke's `sid=264`). Such an
+entry is keyed within its source: by its guid; else by its link as written; else by its title, date
+and text. Never by an empty string shared with other sources.
 
 An explicit list of fields hashes those fields; a record whose fields are all empty is keyed within
 its source as above, said once per source in parser.log.
 
-The stored link loses its #fragment unless the fragment is what tells two entries of the source
-apart in this poll (`page#a`, `page#b`): then it is the entry's real address and is kept.
+The stored link is canonical (no fragment, tracking or session parameters) unless what
+canonicalization drops is what tells two entries of the source apart in this poll (`page#a`,
+`page#b`): then the link as written is the entry's real address, and is stored.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ AUTO = "auto"
 
 @dataclass
 class Identified:
-    records: list[dict]  # the records as they are stored (link fragment dropped where it tells nothing)
+    records: list[dict]  # the records as they are stored (the link canonical unless that merges entries)
     keys: list[str]      # one hex digest per record
 
 
@@ -40,8 +42,8 @@ class Identified:
 class _Entry:
     """What identity looks at in one record."""
     source: str
-    link: str       # canonical, with the fragment the adapter kept
-    plain: str      # canonical, without fragment: the link as UNIQUE_FIELDS = ["link"] hashed it
+    link: str       # as written, spelled canonically (urls.canonical_url exact)
+    plain: str      # canonical: the link as UNIQUE_FIELDS = ["link"] always hashed it
     guid: str       # "" when the guid is only the link again (adapters default guid to link)
 
 
@@ -65,16 +67,19 @@ class Identity:
             if e.plain:
                 groups[(e.source, e.plain)].append(i)
         told_apart: set[tuple[str, str]] = set()   # links several entries share, the source telling them apart
-        fragment_kept: set[tuple[str, str]] = set()  # ... by their fragments
+        written_kept: set[tuple[str, str]] = set()  # ... by their links as written
         for key, members in groups.items():
             if len({(entries[i].guid, entries[i].link) for i in members}) > 1:
                 told_apart.add(key)
             if len({entries[i].link for i in members}) > 1:
-                fragment_kept.add(key)
+                written_kept.add(key)
         stored = []
         for record, e in zip(records, entries, strict=True):
-            link = e.link if (e.source, e.plain) in fragment_kept else e.plain
-            stored.append(record if record.get("link", "") == link else {**record, "link": link})
+            link = e.link if (e.source, e.plain) in written_kept else e.plain
+            changed = {"link": link} if record.get("link", "") != link else {}
+            if changed and record.get("guid") and record.get("guid") == record.get("link"):
+                changed["guid"] = link  # the adapters' default guid is the link: it follows the link
+            stored.append({**record, **changed} if changed else record)
         keys = []
         for record, e in zip(stored, entries, strict=True):
             if self.auto:
@@ -118,15 +123,14 @@ class Identity:
             by_source[e.source] = (count + 1, distinct)
         for source, (count, distinct) in by_source.items():
             if len(distinct) < count:
-                log.info("%s  %d entries in this batch are %d distinct entries: %d are repeats the feed does "
-                         "not tell apart, stored once", source or self.table, count, len(distinct),
-                         count - len(distinct))
+                log.info("%s  %d entries are %d distinct entries (%d repeated, stored once)", source or self.table,
+                         count, len(distinct), count - len(distinct))
 
 
 def _entry(record: dict) -> _Entry:
     link = str(record.get("link") or "")
     guid = str(record.get("guid") or "")
-    if guid and canonical_url(guid, keep_fragment=True) == canonical_url(link, keep_fragment=True):
+    if guid and canonical_url(guid, exact=True) == canonical_url(link, exact=True):
         guid = ""  # the adapter's default guid, or a permalink guid: the link says it already
-    return _Entry(source=str(record.get("source") or ""), link=canonical_url(link, keep_fragment=True),
+    return _Entry(source=str(record.get("source") or ""), link=canonical_url(link, exact=True),
                   plain=canonical_url(link), guid=guid)
