@@ -73,7 +73,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
     guid = clean_text(_text(entry.get("id")))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, keep_fragment=True)  # parser/identity.py decides on the fragment
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     published = ""
     for key in ("published_parsed", "updated_parsed", "created_parsed"):
         if entry.get(key):

@@ -111,7 +111,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, keep_fragment=True)  # parser/identity.py decides on the fragment
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     return {
         "source": source_name,
         "guid": guid or link,

@@ -72,7 +72,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, keep_fragment=True)  # parser/identity.py decides on the fragment
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     content = _text(item.get("content_html"))
     if not content and _text(item.get("content_text")):
         content = _paragraphs(_text(item.get("content_text")))
