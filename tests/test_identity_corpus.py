@@ -26,7 +26,8 @@ from parser.errors import ParseError
 from parser.record import RECORD_FIELDS
 from parser.settings import DEFAULTS, Source
 from parser.sink import Sink
-from tests.conftest import CORPUS, corpus_dir
+from tests.conftest import CORPUS, Project, corpus_dir
+from tests.server import LoopbackServer
 
 FETCHED = "2026-11-01T12:00:00Z"
 BENCHMARK_MAX_BYTES = 64 * 1024
@@ -67,6 +68,7 @@ class Tally:
     merged_across: int = 0      # stored once under a link another feed's entry has too
     repeats: int = 0            # entries the feed itself does not tell apart
     lost: list[str] = field(default_factory=list)
+    rows_by_source: dict[str, int] = field(default_factory=dict)
 
 
 def told_apart_key(entry) -> tuple:
@@ -116,7 +118,7 @@ def measure(name: str, files: list[Path], folder: Path, spy: SeenByFeedparser) -
                 dedup_mode=DEFAULTS["DEDUP"], algorithm=DEFAULTS["HASH"])
     db = Database(f"sqlite:///{folder / 'items.db'}")
     tally = Tally()
-    staged_by_source: dict[str, int] = {}
+    staged_by_source = tally.rows_by_source
     key_owner: dict[str, str] = {}
     try:
         for path in files:
@@ -182,3 +184,43 @@ def test_the_corpus_has_feeds():
     if not CORPUS.is_dir():
         pytest.skip(f"corpus folder {CORPUS} is absent (set PARSER_CORPUS to its location)")
     assert sum(len(files) for files in corpus_files().values()) > 2000
+
+
+def test_the_daemon_stores_what_the_measurement_counts(tmp_path, monkeypatch):
+    """The same pipeline as a user runs it: a sample of the corpus served on loopback, one --once with
+    the default identity, gives per feed the rows the in-process measurement stored."""
+    corpus_dir()
+    chardet = corpus_files()["chardet"][::12]
+    integration = [p for p in corpus_files()["fastfeedparser"] if "integration" in p.parts]
+    sample = [p for p in chardet + integration if p.stat().st_size < 200_000]
+    spy = SeenByFeedparser()
+    monkeypatch.setattr(feedparser, "parse", spy)
+    (tmp_path / "measure").mkdir()
+    expected: dict[str, int] = {}
+    for name in ("chardet", "fastfeedparser"):
+        tally = measure(name, [p for p in sample if name in p.parts], tmp_path / "measure" / name, spy)
+        assert not tally.lost
+        expected.update({k: v for k, v in tally.rows_by_source.items() if v})
+    monkeypatch.undo()
+
+    server = LoopbackServer().start()
+    sources = []
+    for path in sample:
+        name = str(path.relative_to(CORPUS))
+        server.route(f"/{len(sources)}", body=path.read_bytes(), content_type="application/xml"
+                     if path.suffix != ".json" else "application/feed+json")
+        sources.append({"name": name, "url": server.url(f"/{len(sources)}")})
+    project = Project(tmp_path / "project")
+    project.folder.mkdir()
+    # One source at a time, in the order measured: a feed copied in another encoding meets the copy first
+    # stored in both runs.
+    project.write_params(SOURCES=sources, MAX_ITEMS=100_000, FLUSH_INTERVAL=3600, CONCURRENCY=1, PER_HOST=1)
+    try:
+        project.run("--once", check=True, timeout=300)
+    finally:
+        server.stop()
+    stored: dict[str, int] = {}
+    for row in project.rows():
+        stored[row["source"]] = stored.get(row["source"], 0) + 1
+    print(f"\n{len(sample)} feeds served: {sum(stored.values())} rows, measured {sum(expected.values())}")
+    assert stored == expected
