@@ -25,6 +25,7 @@ from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, StorageError
 from .fetch import Fetcher, FetchResult
 from .fulltext import FullText, remember_path
+from .identity import Identity
 from .inbox import Inbox
 from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
@@ -111,6 +112,10 @@ class Daemon:
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
         self.dry_run_seen: set[str] = set()
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
+        self.dry_run_identity = Identity(settings.unique_fields, settings.hash)
+        # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
+        # them (a podcast's show page) is not identified by that link either (parser/identity.py).
+        self.feed_links: dict[str, tuple[str, ...]] = {}
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
@@ -297,7 +302,8 @@ class Daemon:
             summary.not_modified += 1
             state.last_outcome = "304"
         else:
-            staged = self.sink.stage(outcome.parsed.records)  # StorageError here is critical: let it rise
+            links = self._feed_links(source, outcome)
+            staged = self.sink.stage(outcome.parsed.records, links)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
             for note in outcome.parsed.notes:
@@ -340,6 +346,12 @@ class Daemon:
             delay = max(delay, wait_s)
         state.next_due = now + delay
 
+    def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
+        """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
+        links = tuple(u for u in (outcome.parsed.home, source.url, outcome.result.url) if u)
+        self.feed_links[source.name] = links
+        return links
+
     def _print_dry_run(self, outcome: PollOutcome) -> None:
         name = outcome.source.name
         if outcome.error is not None:
@@ -348,8 +360,8 @@ class Daemon:
             print(f"# {name}: not modified", file=self.out)
         else:
             records = outcome.parsed.records
-            staged = select_new(records, self.dry_run_check, self.settings.unique_fields, self.settings.hash,
-                                self.dry_run_seen)
+            staged = select_new(records, self.dry_run_check, self.dry_run_identity, self.dry_run_seen,
+                                self._feed_links(outcome.source, outcome))
             print(f"# {name}: {len(records)} records, {len(staged.new)} new would be staged", file=self.out)
             print_records(staged.new, self.out)
         self.out.flush()
@@ -360,7 +372,7 @@ class Daemon:
             return
 
         def stage(name: str, records: list[dict]) -> None:
-            staged = self.sink.stage(records)
+            staged = self.sink.stage(records, self.feed_links.get(name, ()))
             log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
         self.inbox.drain(stage)
 

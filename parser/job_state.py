@@ -18,6 +18,7 @@ from linkgen.linkfile import LinkFile, Mark
 
 from .dedup import open_uniqueness
 from .extract import compile_selector
+from .identity import Identity
 from .job_settings import LinkJob
 from .settings import Settings
 from .sink import Sink, Staged, print_records, select_new
@@ -33,14 +34,13 @@ class DryRunSink:
     (so what is stored already is not shown), never written."""
 
     def __init__(self, job: LinkJob, settings: Settings, folder: Path, out: TextIO):
-        self.unique_fields = job.unique_fields
-        self.algorithm = settings.hash
+        self.identity = Identity(job.unique_fields, settings.hash, table=job.name)
         self.out = out
         self.dedup = open_uniqueness(settings.dedup, folder, settings.hash, "hashes", read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
 
     def stage(self, records: list[dict]) -> Staged:
-        staged = select_new(records, self.dedup, self.unique_fields, self.algorithm, self.seen)
+        staged = select_new(records, self.dedup, self.identity, self.seen)
         print_records(staged.new, self.out)
         return staged
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .adapters import Parsed, parse_body
+from .adapters import Parsed, newest, parse_body
 from .adapters import json_api as api
 from .errors import FetchError, ParseError
 from .fetch import Fetcher, FetchResult
@@ -41,6 +41,8 @@ class Poller:
                                       last_modified=last_modified)
             parsed = None if result.not_modified else parse_body(source, result.body, url=result.url,
                                                                  headers=result.headers, fetched=fetched)
+            if parsed is not None:  # max_items limits what a poll takes; pushed records are never cut
+                parsed.records = newest(parsed.records, source.max_items)
         if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
             self.full_text.enrich(source, parsed)
         return result, parsed
@@ -99,7 +101,7 @@ class Poller:
                 break
             seen.add(url)
         kind = "json_api" if pages == 1 else f"json_api, {pages} pages"
-        return first, Parsed(records=records[:source.max_items], warnings=warnings, kind=kind)
+        return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
 
     @staticmethod
     def _next_url(source: Any, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:

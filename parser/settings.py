@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import SettingsError
+from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
 from .opml import OpmlError, read_outlines
 from .ratelimit import Rate
@@ -70,7 +71,7 @@ class Settings:
     poll_interval: float
     flush_interval: float
     sources: tuple[Source, ...]
-    unique_fields: tuple[str, ...]
+    unique_fields: str | tuple[str, ...]  # "auto" or record fields (parser/identity.py)
     hash: str
     dedup: str
     concurrency: int
@@ -98,7 +99,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 600,
     "FLUSH_INTERVAL": 300,
     "SOURCES": [],
-    "UNIQUE_FIELDS": ["link"],
+    "UNIQUE_FIELDS": "auto",
     "HASH": "sha224",
     "DEDUP": "hashfile",
     "CONCURRENCY": 32,
@@ -187,8 +188,9 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "", "must be a non-empty string")
     unique = check("UNIQUE_FIELDS",
-                   lambda x: isinstance(x, (list, tuple)) and len(x) > 0 and all(f in RECORD_FIELDS for f in x),
-                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)})")
+                   lambda x: x == AUTO or (isinstance(x, (list, tuple)) and len(x) > 0
+                                           and all(f in RECORD_FIELDS for f in x)),
+                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)}) or \"auto\"")
     if isinstance(v["DEADLINE"], (int, float)) and isinstance(v["TIMEOUT"], (int, float)) \
             and v["DEADLINE"] < v["TIMEOUT"]:
         problems.add("DEADLINE", f"must be at least TIMEOUT ({v['TIMEOUT']}), got {v['DEADLINE']!r}")
@@ -208,7 +210,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         poll_interval=float(v["POLL_INTERVAL"]),
         flush_interval=float(v["FLUSH_INTERVAL"]),
         sources=tuple(sources),
-        unique_fields=tuple(unique),
+        unique_fields=unique if unique == AUTO else tuple(unique),
         hash=v["HASH"],
         dedup=v["DEDUP"],
         concurrency=v["CONCURRENCY"],

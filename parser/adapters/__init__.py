@@ -26,6 +26,7 @@ class Parsed:
     # Facts about the source worth a line in parser.log once per run (not errors): "dates without a
     # time zone are taken as UTC".
     notes: list[str] = field(default_factory=list)
+    home: str = ""  # the feed's own page (RSS channel link, Atom alternate, JSON Feed home_page_url)
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
@@ -56,7 +57,8 @@ def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
 
 
 def newest(records: list[dict], limit: int) -> list[dict]:
-    """The `limit` newest records: by date when every record has one, else in the source's order."""
+    """The `limit` newest records: by date when every record has one, else in the source's order.
+    Applied by parser/poll.py to what a poll takes, never to pushed records."""
     if len(records) > limit and all(r["published"] for r in records):
         records = sorted(records, key=lambda r: r["published"], reverse=True)
     return records[:limit]

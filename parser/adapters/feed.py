@@ -14,7 +14,7 @@ from ..dates import looks_iso, read_date, utc_iso
 from ..errors import ParseError
 from ..record import clean_text, plain_text, title_text
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
 
 # feedparser resolves an RSS <guid> (and an Atom <id>) against the feed's address when it may be a
 # permalink, turning `t3_glvkc5` into `https://example.org/r/t3_glvkc5`: an id that changes with the
@@ -75,8 +75,8 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     rss = not str(feed.get("version", "")).startswith("atom")
     notes: set[str] = set()
     records = [_record(e, source.name, fetched, rss=rss, notes=notes) for e in entries]
-    records = newest(records, source.max_items)
-    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes))
+    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes),
+                  home=_text(feed.get("feed", {}).get("link")))
 
 
 def _whole_entries(body: bytes, parsed: int) -> int:
@@ -97,7 +97,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
     link = _alternate_link(entry)
     if not link and rss and entry.get("guidislink") and _is_http(guid):
         link = guid  # an RSS <guid> is a permalink unless isPermaLink="false"; Atom ids never are
-    link = canonical_url(link)
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     published, zoned = _published(entry)
     if not zoned and notes is not None:
         notes.add(NO_ZONE_NOTE)

@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 from ..errors import FetchError, ParseError
 from ..record import clean_text, html_to_text, title_text, utc_iso
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
 from .jsonfeed import load_json
 
 # Where a record field is looked for when `map` does not say: the names APIs use most.
@@ -51,7 +51,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         value = resolve(document, api.next)
         if isinstance(value, str) and value.strip():
             next_url = urljoin(url, value.strip())
-    return Parsed(records=newest(records, source.max_items), warnings=warnings, kind="json", next_url=next_url)
+    return Parsed(records=records, warnings=warnings, kind="json", next_url=next_url)
 
 
 def error_of(document: Any) -> str:
@@ -111,7 +111,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link)
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     return {
         "source": source_name,
         "guid": guid or link,
