@@ -23,6 +23,7 @@ class Parsed:
     warnings: list[str] = field(default_factory=list)
     kind: str = ""  # what was found, for the log: "rss20", "atom10", ...
     next_url: str | None = None  # json_api with a `next` path: the address of the following page
+    feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
