@@ -265,7 +265,9 @@ class Daemon:
         removed = [n for n in before if n not in after]
         changed = [n for n in after if n in before and after[n] != before[n]]
         for name in changed:
-            self._state(after[name])  # a new url drops the old address's validators and redirects
+            state = self._state(after[name])  # a new url drops the old address's validators and redirects
+            # A shorter interval counts from now, not from the next poll the old one planned.
+            state.next_due = min(state.next_due, self.clock() + after[name].interval)
         log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
                  old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
                  ", ".join(changed) or "none",
