@@ -14,15 +14,17 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 from typing import TextIO
+from urllib.parse import urlsplit
 
 from db.store import Database
 
 from . import logs
 from .adapters import Parsed
 from .dedup import open_uniqueness
-from .errors import FetchError, ParseError, StorageError
+from .errors import FetchError, ParseError, SettingsError, StorageError
 from .fetch import Fetcher, FetchResult
 from .fulltext import FullText, remember_path
 from .identity import Identity
@@ -32,12 +34,16 @@ from .lock import FolderLock
 from .poll import Poller
 from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
-from .settings import Settings, Source
+from .settings import Settings, Source, load_settings
 from .sink import Sink, print_records, select_new
 from .state import SourceState, load_states, save_states
 from .urls import redact_url
 
 log = logging.getLogger("parser")
+# SIGHUP (Daemon.reload): the settings a running daemon takes over from a re-read params file; the
+# others were built into the database, staging, fetcher, jobs or listener and wait for a restart.
+RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_items", "notes")
+RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
 MAX_BACKOFF = 24 * 3600.0
 RETRY_AFTER_MAX = 24 * 3600.0
 
@@ -119,15 +125,18 @@ class Daemon:
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
+        self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between cycles
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
         """Run until stopped (or one cycle with --once); return the process exit code."""
         s = self.settings
         if self.options.dry_run:
-            logs.setup(None)
+            logs.setup(None, log_format=s.log_format)
         else:
-            logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups)
+            logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups, log_format=s.log_format)
+        self._log_params(s)  # first: which file, so a daemon started in the wrong folder says so
+        if not self.options.dry_run:
             self.lock.acquire()
         try:
             self._open()
@@ -200,8 +209,10 @@ class Daemon:
                 break
             if self.clock() >= next_flush:
                 self.flush("interval")
-                next_flush = self.clock() + s.flush_interval
-            self.stop.wait(self._seconds_until_next(next_flush))
+                next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
+            self._sleep(self._seconds_until_next(next_flush))
+            if self.reload_requested.is_set():
+                self.reload()
         if self.options.dry_run:
             return 0
         flush_ok = self.flush("stop" if not self.options.once else "once")
@@ -209,6 +220,67 @@ class Daemon:
             log.info("stopped on signal; staged records flushed" if flush_ok else
                      "stopped on signal; the flush failed, records stay in staging")
         return 0 if flush_ok or not self.options.once else 1
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait for the next due source, in short steps, so SIGHUP is acted on at once too."""
+        until = time.monotonic() + seconds
+        while not self.stop.is_set() and not self.reload_requested.is_set():
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self.stop.wait(min(left, 0.2))
+
+    # -- settings -----------------------------------------------------------------------------
+    @staticmethod
+    def _log_params(s: Settings) -> None:
+        log.info("params: %s", s.params_path)
+        for note in s.notes:
+            log.info("params: %s", note)
+
+    def request_reload(self) -> None:
+        """From the SIGHUP handler: only a flag, the main thread reloads."""
+        self.reload_requested.set()
+
+    def reload(self) -> bool:
+        """Read the params file again. A good file applies at once (sources added, removed or changed,
+        intervals, FLUSH_INTERVAL, DEAD_AFTER); a bad one is refused and the running settings stay.
+        What the open database, staging, fetcher and listener were built from needs a restart."""
+        self.reload_requested.clear()
+        old = self.settings
+        try:
+            new = load_settings(old.params_path)
+            sources = select_sources(new, self.options.sources)
+        except (SettingsError, ValueError) as exc:
+            logs.error_line("params", str(old.params_path), f"SIGHUP: refused, the running settings stay: {exc}")
+            log.info("params: SIGHUP: %s refused, the running settings stay", old.params_path,
+                     extra=logs.ALSO_IN_ERRORS)
+            return False
+        if (self.options.jobs or self.options.links_only) and not self.options.sources:
+            sources = []  # as in __init__: --job alone runs no feeds
+        restart = [name.upper() for name in RESTART_TO_APPLY if getattr(new, name) != getattr(old, name)]
+        self.settings = replace(old, **{name: getattr(new, name) for name in RELOADABLE})
+        before = {src.name: src for src in self.listened + self.sources}
+        listened = [src for src in sources if src.protocol in ("webhook", "websub")]
+        if listened != self.listened:
+            restart.append("webhook and websub sources (the listener's)")
+        self.sources = [src for src in sources if src.protocol != "webhook"]
+        if any(src.full_text for src in self.sources) and self.poller is not None and self.poller.full_text is None:
+            restart.append("full_text")
+        after = {src.name: src for src in listened + self.sources}
+        added = [n for n in after if n not in before]
+        removed = [n for n in before if n not in after]
+        changed = [n for n in after if n in before and after[n] != before[n]]
+        for name in changed:
+            state = self._state(after[name])  # a new url drops the old address's validators and redirects
+            # A shorter interval counts from now, not from the next poll the old one planned.
+            state.next_due = min(state.next_due, self.clock() + after[name].interval)
+        log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
+                 old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
+                 ", ".join(changed) or "none",
+                 f"; a restart is needed for {', '.join(restart)}" if restart else "")
+        for note in new.notes:
+            log.info("params: %s", note)
+        return True
 
     def _due_sources(self) -> list[Source]:
         now = self.clock()
@@ -245,7 +317,8 @@ class Daemon:
         pending: dict[Future, Source] = {}
         for source in due:
             state = self._state(source)
-            pending[self.pool.submit(self._poll, source, state.etag, state.last_modified)] = source
+            pending[self.pool.submit(self._poll, self._polled(source, state), state.etag,
+                                     state.last_modified)] = source
         while pending and not self.stop.is_set():
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
@@ -255,6 +328,7 @@ class Daemon:
                 except Exception as exc:  # a bug in a worker is that source's error, not the daemon's
                     outcome = PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}")
                     log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
+                outcome.source = source  # as params.py has it, not the address it was polled at
                 self._absorb(outcome, summary)
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
@@ -264,6 +338,17 @@ class Daemon:
                  summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
                  summary.not_modified, summary.errors)
         return summary
+
+    @staticmethod
+    def _polled(source: Source, state: SourceState) -> Source:
+        """The source as it is polled: at its new address after a permanent redirect or a discovered
+        feed; the credentials it was given go only to its own server (as fetch.py does on redirects)."""
+        address = state.address()
+        if address == source.url:
+            return source
+        if urlsplit(address)[:2] != urlsplit(source.url)[:2]:
+            return replace(source, url=address, headers=MappingProxyType({}), auth=None)
+        return replace(source, url=address)
 
     def _poll(self, source: Source, etag: str | None, last_modified: str | None) -> PollOutcome:
         """Worker thread: fetch and parse one source. Touches no shared state."""
@@ -293,10 +378,7 @@ class Daemon:
             summary.errors += 1
             return
         result = outcome.result
-        if result.moved_to:
-            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(result.moved_to)}"
-                            " (update its url in params.py)")
-            log.info("%s  moved permanently to %s", source.name, redact_url(result.moved_to))
+        self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
             summary.not_modified += 1
@@ -322,11 +404,36 @@ class Daemon:
         state.failures = 0
         state.next_due = now + source.interval
 
+    def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
+                        parsed: Parsed | None) -> None:
+        """A 301/308 seen on two polls in a row moves the source for good (one redirect may be a
+        server's mistake); a feed found on the source's HTML page is polled from then on."""
+        if parsed is not None and parsed.feed_url:
+            state.feed_url = parsed.feed_url
+            log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
+                     redact_url(parsed.feed_url))
+        if not result.moved_to:
+            state.redirect_seen = ""
+            return
+        target = redact_url(result.moved_to)
+        if state.redirect_seen != result.moved_to:
+            state.redirect_seen = result.moved_to
+            logs.error_line(source.name, state.address(), f"moved permanently to {target}; polled there from"
+                            " now on if the next poll says so too")
+            return
+        state.redirect_seen = ""
+        if state.feed_url:  # the redirect was the feed's (a discovered one), not the page's
+            state.feed_url = result.moved_to
+        else:
+            state.moved_to = result.moved_to
+        logs.error_line(source.name, source.url, f"moved permanently to {target} (twice in a row): polled "
+                        "there from now on; update its url in params.py")
+
     def _failed(self, source: Source, state: SourceState, outcome: PollOutcome, now: float) -> None:
         state.failures += 1
         state.last_outcome = f"error: {outcome.error}"
-        logs.error_line(source.name, source.url, outcome.error)
-        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds)
+        logs.error_line(source.name, state.address(), outcome.error)
+        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
         delay = source.interval
         dead_after = self.settings.dead_after
         exc = outcome.fetch_error
@@ -335,7 +442,7 @@ class Daemon:
             if state.failures == dead_after:
                 why = "gone" if exc is not None and exc.status == 410 else "dead"
                 log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, why,
-                         state.failures)
+                         state.failures, extra=logs.ALSO_IN_ERRORS)
                 logs.error_line(source.name, source.url, f"marked {why} after {state.failures} failures in a "
                                 f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
         elif exc is not None and exc.status == 410:
@@ -390,9 +497,9 @@ class Daemon:
             pending = self.sink.staging.pending_rows()
             logs.error_line("flush", redact_url(self.settings.db_url),
                             f"{exc}; {pending} records kept in staging for the next flush")
-            log.info("flush (%s) failed: %s", why, exc)
+            log.info("flush (%s) failed: %s", why, exc, extra=logs.ALSO_IN_ERRORS)
             return False
-        if written or already or why != "start":
+        if written or already or why in ("stop", "once"):  # an interval with nothing to write says nothing
             log.info("flush (%s): %d rows written to items%s", why, written,
                      f", {already} already stored" if already else "")
         return jobs_ok

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from .errors import SettingsError
 from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
+from .logs import LOG_FORMATS
 from .opml import OpmlError, read_outlines
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
@@ -89,6 +90,8 @@ class Settings:
     webhook_listen: tuple[str, int] = ("127.0.0.1", 8787)  # protocol adapters (parser/source_options.py)
     websub_callback_base: str = ""
     full_text_timeout: float = 10.0
+    log_format: str = "text"        # "json": one JSON object a line (parser/logs.py)
+    notes: tuple[str, ...] = ()  # what the daemon logs at start about how the settings were read
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -118,6 +121,7 @@ DEFAULTS: dict[str, Any] = {
     "WEBSUB_CALLBACK_BASE": "",
     "SOURCES_OPML": None,
     "FULL_TEXT_TIMEOUT": 10,
+    "LOG_FORMAT": "text",
 }
 
 
@@ -184,6 +188,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         check(name, _positive_int, "must be a whole number above 0")
     for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
         check(name, lambda x: _int(x) and x >= 0, "must be a whole number, 0 or more")
+    check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "", "must be a non-empty string")
@@ -197,7 +202,8 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
 
     sources = _check_sources(v["SOURCES"], v, base, problems)
     listen = _check_protocol_settings(v, problems)
-    sources += _opml_sources(v, base, sources, problems)
+    notes: list[str] = []  # logged at start: what was read differently from what the file says
+    sources += _opml_sources(v, base, sources, problems, notes)
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
     problems.raise_if_any()
@@ -228,6 +234,8 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         webhook_listen=listen,
         websub_callback_base=v["WEBSUB_CALLBACK_BASE"].rstrip("/"),
         full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
+        notes=tuple(notes),
+        log_format=v["LOG_FORMAT"],
     )
 
 
@@ -302,8 +310,10 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
     return listen
 
 
-def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems) -> list[Source]:
-    """SOURCES_OPML: each feed outline of the file becomes a feed source; names must stay unique."""
+def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems,
+                  notes: list[str]) -> list[Source]:
+    """SOURCES_OPML: each feed outline of the file becomes a feed source. Two outlines with one title
+    and two feeds get unique names (" (2)"); one feed listed twice is polled once. Either is a note."""
     raw = v["SOURCES_OPML"]
     if raw is None:
         return []
@@ -317,19 +327,35 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
         problems.add("SOURCES_OPML", str(exc))
         return []
     names = {s.name: "SOURCES" for s in sources}
+    urls = {(s.name, s.url) for s in sources}
+    taken: dict[str, str] = {}  # an OPML title -> the url of its first outline
     out: list[Source] = []
     for outline in outlines:
         where = f"SOURCES_OPML ({path.name} line {outline.line}, {outline.name!r})"
-        if outline.name in names:
-            problems.add(where, f"name clash: {names[outline.name]} already has a source named {outline.name!r}"
-                         " (rename one of them)")
-            continue
-        names[outline.name] = f"{path.name} line {outline.line}"
         url = _source_url(outline.url, base)
         if url is None:
             problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
             continue
-        out.append(Source(name=outline.name, url=url, interval=float(v["POLL_INTERVAL"])
+        name = outline.name
+        if (name, url) in urls:  # the same feed twice (two folders, or also in SOURCES): one source
+            notes.append(f"{where}: the same feed as {names[name]}; polled once")
+            continue
+        if name in taken:
+            # Another reader's export may hold two feeds under one title; the user should not have
+            # to edit it. Document order decides, so the suffix is the same at every start.
+            n = 2
+            while f"{name} ({n})" in names:
+                n += 1
+            name = f"{name} ({n})"
+            notes.append(f"{where}: the title is taken by another feed; this one is named {name!r}")
+        elif name in names:
+            problems.add(where, f"name clash: {names[name]} already has a source named {name!r}"
+                         " (rename one of them)")
+            continue
+        taken.setdefault(outline.name, url)
+        names[name] = f"{path.name} line {outline.line}"
+        urls.add((outline.name, url))
+        out.append(Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
                           if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
                           max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50))
     return out

@@ -21,6 +21,15 @@ class SourceState:
     not_before: float = 0.0    # a server's Retry-After: honoured even by --once
     last_outcome: str = ""
     url: str = ""              # validators belong to this address; a changed url drops them
+    # Where the source is polled instead of `url` (address(), below): a permanent redirect (301/308)
+    # seen on two polls in a row, and a feed found on the HTML page that `url` is.
+    moved_to: str = ""
+    redirect_seen: str = ""    # the last poll's permanent redirect, not yet seen twice
+    feed_url: str = ""         # found in the page's <link rel="alternate">; polled from then on
+
+    def address(self) -> str:
+        """Where the next poll goes."""
+        return self.feed_url or self.moved_to or self.url
 
 
 def load_states(path: Path) -> dict[str, SourceState]:

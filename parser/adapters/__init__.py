@@ -27,6 +27,7 @@ class Parsed:
     # time zone are taken as UTC".
     notes: list[str] = field(default_factory=list)
     home: str = ""  # the feed's own page (RSS channel link, Atom alternate, JSON Feed home_page_url)
+    feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
