@@ -11,12 +11,14 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
-from parser import logs
+from parser import control, logs
 from parser.daemon import Daemon, RunOptions
 from parser.errors import LockHeldError, SettingsError, StorageError
 from parser.settings import load_settings
+from parser.status import print_status
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,11 +53,37 @@ def build_arguments() -> argparse.ArgumentParser:
     ap.add_argument("--dry-run", action="store_true",
                     help="print the records as JSON lines and write nothing (no staging, database, logs"
                          " or state); implies --once")
+    # Operator commands beside a running daemon (parser/status.py, parser/control.py).
+    commands = ap.add_subparsers(dest="command", metavar="COMMAND",
+                                 help="status, reset SOURCE or poll SOURCE; without one, run the daemon")
+    params = argparse.ArgumentParser(add_help=False)
+    params.add_argument("--params", default=argparse.SUPPRESS, help="the project's settings file")
+    status = commands.add_parser("status", parents=[params], help="the sources' health, staged rows, last flush, "
+                                 "the daemon's pid and uptime; reads only, works while the daemon runs")
+    status.add_argument("--json", action="store_true", help="the same as JSON (ISO 8601 UTC times)")
+    for verb, what in (("reset", "clear a source's failures and dead mark, and poll it now"),
+                       ("poll", "poll a source now")):
+        sub = commands.add_parser(verb, parents=[params], help=f"{what} (handed to the running daemon)")
+        sub.add_argument("source", metavar="SOURCE", help="the source's name in params.py")
     return ap
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """status, reset, poll: read the settings, then hand over to the command's module."""
+    try:
+        settings = load_settings(args.params)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    if args.command == "status":
+        return print_status(settings, as_json=args.json, now=time.time(), out=sys.stdout)
+    return control.command(settings, args.command, args.source, sys.stdout, sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_arguments().parse_args(argv)
+    if args.command:
+        return run_command(args)
     try:
         settings = load_settings(args.params)
         options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,

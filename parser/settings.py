@@ -88,6 +88,7 @@ class Settings:
     webhook_listen: tuple[str, int] = ("127.0.0.1", 8787)  # protocol adapters (parser/source_options.py)
     websub_callback_base: str = ""
     full_text_timeout: float = 10.0
+    status_listen: tuple[str, int] | None = None  # the status page and /metrics (parser/statuspage.py); None: off
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -117,6 +118,7 @@ DEFAULTS: dict[str, Any] = {
     "WEBSUB_CALLBACK_BASE": "",
     "SOURCES_OPML": None,
     "FULL_TEXT_TIMEOUT": 10,
+    "STATUS_LISTEN": None,
 }
 
 
@@ -198,6 +200,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     sources += _opml_sources(v, base, sources, problems)
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
+    status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     problems.raise_if_any()
 
     return Settings(
@@ -226,6 +229,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         webhook_listen=listen,
         websub_callback_base=v["WEBSUB_CALLBACK_BASE"].rstrip("/"),
         full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
+        status_listen=status_listen,
     )
 
 
@@ -297,6 +301,22 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
                      f"WEBHOOK_LISTEN, got {v['WEBSUB_CALLBACK_BASE']!r}")
     if not _positive_number(v["FULL_TEXT_TIMEOUT"]):
         problems.add("FULL_TEXT_TIMEOUT", f"must be a number of seconds above 0, got {v['FULL_TEXT_TIMEOUT']!r}")
+    return listen
+
+
+def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: list[Source],
+                         problems: _Problems) -> tuple[str, int] | None:
+    """STATUS_LISTEN: None (off) or 'host:port'; not the webhook listener's port when that one is used."""
+    if value is None:
+        return None
+    try:
+        listen = parse_listen(value)
+    except ValueError:
+        problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
+        return None
+    pushed = any(s.protocol in ("webhook", "websub") for s in sources)
+    if pushed and listen[1] != 0 and listen[1] == webhook_listen[1]:
+        problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
     return listen
 
 
