@@ -244,7 +244,7 @@ def render_page(view: dict) -> str:
             f"<td>{_when(s['last_poll'])}</td><td>{_when(s['last_success'])}</td><td>{_when(s['last_new'])}</td>"
             f"<td class=n>{s['new_24h']}</td><td>{_when(s['next_poll'])}</td><td>{spark}</td></tr>")
         if s["failures"] and s["last_outcome"]:
-            rows.append(f"<tr class='{e(s['state_kind'])}'><td></td><td colspan=8 class=err>"
+            rows.append(f"<tr class='{e(s['state_kind'])} detail'><td></td><td colspan=8 class=err>"
                         f"{e(s['last_outcome'])}</td></tr>")
     jobs = "".join(f"<tr><td>{e(j['name'])}</td>" + "".join(f"<td class=n>{j['links'][k]}</td>" for k in LINK_STATUSES)
                    + "</tr>" for j in view["jobs"])
@@ -259,7 +259,7 @@ def render_page(view: dict) -> str:
         ("New entries per hour, all sources, last 7 days", bar_chart(new_total, "#2a7ab8")),
         ("Errors per hour, last 7 days", bar_chart(err_total, "#c0392b")),
         ("Rows per flush, last 100 flushes (red: failed)",
-         bar_chart([f[1] for f in flushes], "#3a9d5d", marks=[not f[3] for f in flushes])),
+         bar_chart([f[1] for f in flushes], "#3a9d5d", marks=[not f[3] for f in flushes], slots=100)),
     ]
     title = "parser status" + (f" — pid {d['pid']}" if d["running"] else " — daemon not running")
     return (
@@ -295,19 +295,22 @@ def _hourly_series(hourly: list, now: float, hours: int) -> list[tuple[int, int]
 
 
 def bar_chart(values: list[float], color: str, *, width: int = 340, height: int = 110,
-              marks: list[bool] | None = None) -> str:
-    """An SVG bar chart with its maximum written on the axis; marked bars are drawn red."""
+              marks: list[bool] | None = None, slots: int = 0) -> str:
+    """An SVG bar chart with its maximum written on the axis; marked bars are drawn red. With `slots`,
+    fewer values keep their width and sit at the right (the newest end)."""
     top = max(values, default=0) or 1
     plot_h = height - 16
-    step = (width - 30) / max(len(values), 1)
+    count = max(len(values), slots, 1)
+    offset = count - len(values)
+    step = (width - 30) / count
     bars = []
     for i, value in enumerate(values):
         if not value and not (marks and marks[i]):
             continue
         h = max(plot_h * value / top, 1.5)
         fill = "#c0392b" if marks and marks[i] else color
-        bars.append(f"<rect x='{30 + i * step:.1f}' y='{plot_h - h + 4:.1f}' width='{max(step - 0.6, 0.8):.1f}' "
-                    f"height='{h:.1f}' fill='{fill}'/>")
+        bars.append(f"<rect x='{30 + (offset + i) * step:.1f}' y='{plot_h - h + 4:.1f}' "
+                    f"width='{max(step - 0.6, 0.8):.1f}' height='{h:.1f}' fill='{fill}'/>")
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
             f"viewBox='0 0 {width} {height}' role=img>"
             f"<line x1='29' y1='4' x2='29' y2='{plot_h + 4}' stroke='#999'/>"
