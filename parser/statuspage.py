@@ -27,9 +27,35 @@ from .state import HISTORY_HOURS
 from .status import LINK_STATUSES, PROTOCOL_SHORT, RowCounter, collect, epoch_of, format_text
 
 log = logging.getLogger("parser")
-MAX_CLIENTS = 8              # requests served at once; more wait in the listen queue
+MAX_CLIENTS = 8              # connections served at once; one more is closed at once
 MAX_SOURCE_SERIES = 1000     # per-source metrics only up to this many sources (Prometheus cardinality)
 PLOT_HOURS = HISTORY_HOURS
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, but at most MAX_CLIENTS of them: a flood costs closed connections,
+    not threads."""
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type) -> None:
+        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class StatusPage:
@@ -42,7 +68,6 @@ class StatusPage:
         # A loop that has not gone round in this long is stuck: a cycle waits DEADLINE at most, and a
         # flush or a job slice is seconds.
         self.stale_after = 2 * settings.deadline + 60
-        slots = threading.BoundedSemaphore(MAX_CLIENTS)
         page = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,19 +84,16 @@ class StatusPage:
                 pass
 
             def do_GET(self):  # noqa: N802 (http.server's name)
-                with slots:
-                    page._serve(self)
+                page._serve(self)
 
             def do_HEAD(self):  # noqa: N802
-                with slots:
-                    page._serve(self)
+                page._serve(self)
 
         host, port = settings.status_listen
         try:
-            self.httpd = ThreadingHTTPServer((host, port), Handler)
+            self.httpd = _BoundedServer((host, port), Handler)
         except OSError as exc:
             raise SettingsError(f"STATUS_LISTEN: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        self.httpd.daemon_threads = True
         self.host, self.port = self.httpd.server_address[:2]
         self._thread: threading.Thread | None = None
 
@@ -294,7 +316,7 @@ def _hourly_series(hourly: list, now: float, hours: int) -> list[tuple[int, int]
     return series
 
 
-def bar_chart(values: list[float], color: str, *, width: int = 340, height: int = 110,
+def bar_chart(values: list[float], color: str, *, width: int = 300, height: int = 110,
               marks: list[bool] | None = None, slots: int = 0) -> str:
     """An SVG bar chart with its maximum written on the axis; marked bars are drawn red. With `slots`,
     fewer values keep their width and sit at the right (the newest end)."""

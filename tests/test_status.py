@@ -141,3 +141,17 @@ def test_poll_refuses_a_disabled_source_through_the_daemon(server, project):
         assert done.returncode == 2 and "off is disabled" in done.stderr
     finally:
         stop(proc)
+
+
+def test_the_hourly_history_keeps_seven_days_and_survives_a_reload(tmp_path):
+    from parser.state import HISTORY_HOURS, SourceState, load_states, save_states
+    state = SourceState(url="http://example.com/feed")
+    start = 1_790_000_000.0
+    for hour in range(HISTORY_HOURS + 30):
+        state.count(start + hour * 3600, polls=2, new=1)
+        state.count(start + hour * 3600 + 60, errors=1)
+    assert len(state.hourly) == HISTORY_HOURS
+    assert state.hourly[-1][1:] == [1, 1] and state.totals == {"polls": 2 * (HISTORY_HOURS + 30),
+                                                                "new": HISTORY_HOURS + 30, "errors": HISTORY_HOURS + 30}
+    save_states(tmp_path / "state.json", {"a": state})
+    assert load_states(tmp_path / "state.json")["a"] == state
