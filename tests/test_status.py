@@ -32,7 +32,9 @@ def test_status_while_the_daemon_runs_lists_the_worst_first_and_counts_staged_ro
     server.route("/good.xml", body=rss(numbered_items(1, 3)), etag='"g1"')
     server.route("/broken.xml", status=500, body=b"oops", content_type="text/plain")
     server.route("/gone.xml", status=500, body=b"oops", content_type="text/plain")
+    server.route("/busy.xml", status=503, body=b"later", content_type="text/plain", headers={"Retry-After": "7200"})
     project.write_params(SOURCES=[{"name": "good", "url": server.url("/good.xml"), "interval": 3600},
+                                  {"name": "busy", "url": server.url("/busy.xml"), "interval": 3600},
                                   {"name": "broken", "url": server.url("/broken.xml"), "interval": 3600},
                                   {"name": "deadone", "url": server.url("/gone.xml"), "interval": 0.2}],
                          DEAD_AFTER=3, FLUSH_INTERVAL=3600)
@@ -46,7 +48,8 @@ def test_status_while_the_daemon_runs_lists_the_worst_first_and_counts_staged_ro
     proc = project.start()
     try:
         wait_for(lambda: "deadone  marked dead" in project.log(), "deadone marked dead", timeout=60)
-        wait_for(lambda: "good  new 3" in project.log() and "broken  error" in project.log(), "the first polls")
+        wait_for(lambda: all(f"{n}  " in project.log() for n in ("good  new 3", "broken  error", "busy  error")),
+                 "the first polls")
         text = status(project)
         view = json.loads(status(project, "--json"))
         # What `wc -l` would say: 9 lines for the 2 old rows, 3 for the new ones (headers aside).
@@ -61,15 +64,18 @@ def test_status_while_the_daemon_runs_lists_the_worst_first_and_counts_staged_ro
     assert f"daemon: running, pid {proc.pid}, up " in text
     assert "FAILED" in text and "database is locked" in text  # the last flush and its outcome
     assert "items 5 (1 batch from an unfinished flush)" in text  # 2 old rows (9 lines) + 3 new
-    table = [line.split()[0] for line in lines if line.split() and line.split()[0] in ("good", "broken", "deadone")]
-    assert table == ["deadone", "broken", "good"]  # dead, failing, ok
+    names = ("good", "broken", "deadone", "busy")
+    table = [line.split()[0] for line in lines if line.split() and line.split()[0] in names]
+    assert table == ["deadone", "busy", "broken", "good"]  # dead, held by Retry-After, failing, ok
     row = {line.split()[0]: line for line in lines if line.split() and line.split()[0] in table}
     assert "dead (" in row["deadone"] and "failing 1" in row["broken"] and " ok " in row["good"]
+    assert "held to " in row["busy"] and row["busy"].split()[-1] in ("1h59m", "2h00m")  # next poll
     assert "  broken: HTTP 500" in text  # the last error under the table
 
     assert view["daemon"]["running"] is True and view["daemon"]["pid"] == proc.pid
-    assert [s["name"] for s in view["sources"]] == ["deadone", "broken", "good"]
-    dead, broken, good = view["sources"]
+    assert [s["name"] for s in view["sources"]] == ["deadone", "busy", "broken", "good"]
+    dead, busy, broken, good = view["sources"]
+    assert busy["state_kind"] == "held" and busy["held_until"] == busy["next_poll"] and busy["last_status"] == 503
     assert dead["dead"] is True and dead["state_kind"] == "dead" and dead["failures"] >= 3
     assert broken["state"] == "failing 1" and broken["last_status"] == 500 and broken["last_success"] is None
     assert good["state"] == "ok" and good["new_24h"] == 3 and good["last_new"].endswith("Z")
@@ -155,3 +161,20 @@ def test_the_hourly_history_keeps_seven_days_and_survives_a_reload(tmp_path):
                                                                 "new": HISTORY_HOURS + 30, "errors": HISTORY_HOURS + 30}
     save_states(tmp_path / "state.json", {"a": state})
     assert load_states(tmp_path / "state.json")["a"] == state
+
+
+def test_status_counts_a_jobs_links_by_status(server, project):
+    from tests.shop import HARVEST_FIELDS, Shop
+    Shop(server)  # objects /item/1 to /item/8; 9 and 10 are missing (404: gone)
+    project.write_params(LINK_JOBS=[{"name": "pages", "template": server.url("/item/{id}"),
+                                     "values": {"id": {"from": 1, "to": 10}}, "fields": HARVEST_FIELDS}])
+    project.run("--once", check=True)
+    text = status(project)
+    header = next(line for line in text.splitlines() if line.startswith("JOB"))
+    assert header.split() == ["JOB", "PENDING", "DONE", "RETRY", "REFUSED", "GONE", "DEAD"]
+    assert next(line for line in text.splitlines() if line.startswith("pages")).split() == \
+        ["pages", "0", "8", "0", "0", "2", "0"]
+    view = json.loads(status(project, "--json"))
+    assert view["jobs"] == [{"name": "pages", "enabled": True, "links": {"pending": 0, "done": 8, "retry": 0,
+                                                                      "refused": 0, "gone": 2, "dead": 0}}]
+    assert view["staged"] == [{"table": "items", "rows": 0, "batches": 0}, {"table": "pages", "rows": 0, "batches": 0}]
