@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -78,7 +78,7 @@ def load_states(path: Path) -> dict[str, SourceState]:
 def save_states(path: Path, states: dict[str, SourceState]) -> None:
     tmp = path.with_suffix(".tmp")
     # One line per source: readable with grep or jq, and small with a week of hourly history each.
-    lines = [f"{json.dumps(name)}: {json.dumps(asdict(state), sort_keys=True)}"
+    lines = [f"{json.dumps(name)}: {json.dumps(vars(state), sort_keys=True)}"  # vars: asdict deep-copies
              for name, state in sorted(states.items())]
     tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     os.replace(tmp, path)

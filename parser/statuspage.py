@@ -258,8 +258,10 @@ def render_page(view: dict) -> str:
     summary = format_text(view).split("\n\n", 1)[0].split("\n")
     head = [f"<p class=meta>{e(line)}</p>" for line in summary]
     rows = []
+    hours = _hour_index(now, PLOT_HOURS)
+    series = {s["name"]: _hourly_series(s["hourly"], hours) for s in view["sources"]}
     for s in view["sources"]:
-        spark = sparkline([n for n, _ in _hourly_series(s["hourly"], now, 72)], 120, 18)
+        spark = sparkline([n for n, _ in series[s["name"]][-72:]], 120, 18)
         rows.append(
             f"<tr class='{e(s['state_kind'].replace(' ', '-'))}'><td>{e(s['name'])}</td>"
             f"<td>{e(PROTOCOL_SHORT.get(s['protocol'], s['protocol']))}</td><td>{e(s['state'])}</td>"
@@ -273,7 +275,7 @@ def render_page(view: dict) -> str:
     new_total = [0] * PLOT_HOURS
     err_total = [0] * PLOT_HOURS
     for s in view["sources"]:
-        for i, (n, errs) in enumerate(_hourly_series(s["hourly"], now, PLOT_HOURS)):
+        for i, (n, errs) in enumerate(series[s["name"]]):
             new_total[i] += n
             err_total[i] += errs
     flushes = view["flushes"][-100:]
@@ -301,17 +303,18 @@ def render_page(view: dict) -> str:
           "<a href=/status.json>/status.json</a>. This page reloads every minute.</p></body></html>")
 
 
-def _hourly_series(hourly: list, now: float, hours: int) -> list[tuple[int, int]]:
-    """(new, errors) for each of the last `hours` hours, oldest first, from the sparse [hour, new, errors]."""
-    last = int(now // 3600)
-    series = [(0, 0)] * hours
+def _hour_index(now: float, hours: int) -> dict[str, int]:
+    """The last `hours` hours as state.json writes them ("YYYY-MM-DDTHH"), oldest first -> position."""
+    last = int(now // 3600) * 3600
+    return {datetime.fromtimestamp(last - k * 3600, UTC).strftime("%Y-%m-%dT%H"): hours - 1 - k for k in range(hours)}
+
+
+def _hourly_series(hourly: list, index: dict[str, int]) -> list[tuple[int, int]]:
+    """(new, errors) for each hour of `index`, oldest first, from a source's sparse [hour, new, errors]."""
+    series = [(0, 0)] * len(index)
     for hour, new, errors in hourly:
-        try:
-            at = int(datetime.strptime(hour, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp() // 3600)
-        except (TypeError, ValueError):
-            continue
-        i = hours - 1 - (last - at)
-        if 0 <= i < hours:
+        i = index.get(hour)
+        if i is not None:
             series[i] = (series[i][0] + int(new), series[i][1] + int(errors))
     return series
 
