@@ -110,6 +110,17 @@ def test_status_listen_is_checked_at_start(project):
     assert "STATUS_LISTEN: must be None (off) or 'host:port' like '127.0.0.1:8788', got '8788'" in done.stderr
 
 
+def test_status_listen_may_not_take_the_webhook_listeners_port(tmp_path):
+    from parser.errors import SettingsError
+    from parser.settings import settings_from_dict
+    hook = {"name": "hook", "protocol": "webhook", "path": "/in", "items": "items", "map": {"title": "t", "link": "l"}}
+    with pytest.raises(SettingsError, match="STATUS_LISTEN: must not use the port of WEBHOOK_LISTEN"):
+        settings_from_dict({"SOURCES": [hook], "WEBHOOK_LISTEN": "127.0.0.1:9000", "STATUS_LISTEN": "127.0.0.1:9000"},
+                           tmp_path / "params.py")
+    assert settings_from_dict({"STATUS_LISTEN": "127.0.0.1:9000"}, tmp_path / "params.py").status_listen \
+        == ("127.0.0.1", 9000)
+
+
 def chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
