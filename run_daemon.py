@@ -65,6 +65,8 @@ def build_arguments() -> argparse.ArgumentParser:
                        ("poll", "poll a source now")):
         sub = commands.add_parser(verb, parents=[params], help=f"{what} (handed to the running daemon)")
         sub.add_argument("source", metavar="SOURCE", help="the source's name in params.py")
+        sub.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                         help="how long to wait for the daemon's answer (default 10)")
     return ap
 
 
@@ -77,7 +79,7 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_SETTINGS
     if args.command == "status":
         return print_status(settings, as_json=args.json, now=time.time(), out=sys.stdout)
-    return control.command(settings, args.command, args.source, sys.stdout, sys.stderr)
+    return control.command(settings, args.command, args.source, sys.stdout, sys.stderr, wait=args.wait)
 
 
 def main(argv: list[str] | None = None) -> int:

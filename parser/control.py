@@ -159,7 +159,7 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def command(settings, verb: str, source: str, out: TextIO, err: TextIO) -> int:
+def command(settings, verb: str, source: str, out: TextIO, err: TextIO, *, wait: float = REPLY_WAIT) -> int:
     """`run_daemon.py reset SOURCE` / `poll SOURCE`: a name params.py does not have is refused here
     (exit 2), before anything is handed over."""
     names = [s.name for s in settings.sources]
@@ -167,4 +167,4 @@ def command(settings, verb: str, source: str, out: TextIO, err: TextIO) -> int:
         print(f"error: no source named {source!r} in {settings.params_path} (sources: "
               f"{', '.join(names) or 'none'})", file=err)
         return 2
-    return send(settings.staging_dir, verb, source, out, err)
+    return send(settings.staging_dir, verb, source, out, err, wait=wait)

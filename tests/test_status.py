@@ -112,7 +112,7 @@ def test_reset_is_picked_up_by_the_running_daemon_and_polls_a_dead_source(server
         wait_for(lambda: project.log().count("started:") == 3, "the daemon's start")
         wait_for(lambda: json.loads((project.staging / "daemon.json").read_text())["pid"] == proc.pid, "daemon.json")
         assert server.hits["/flaky.xml"] == 2  # dead: backed off, not polled at start
-        done = project.run("reset", "flaky", timeout=30)
+        done = project.run("reset", "flaky", "--wait", "60", timeout=90)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "reset flaky: new 2"
         assert server.hits["/flaky.xml"] == 3
@@ -121,7 +121,7 @@ def test_reset_is_picked_up_by_the_running_daemon_and_polls_a_dead_source(server
         flaky = next(s for s in view["sources"] if s["name"] == "flaky")
         assert flaky["state"] == "ok" and flaky["dead"] is False and flaky["failures"] == 0
 
-        done = project.run("poll", "ok", timeout=30)  # poll: polled now, answered with the outcome
+        done = project.run("poll", "ok", "--wait", "60", timeout=90)  # poll: polled now, answered with the outcome
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "poll ok: new 0"
         assert server.hits["/ok.xml"] == 3  # two --once runs and this (its interval is an hour)

@@ -68,7 +68,7 @@ def test_metrics_are_in_the_exposition_format_and_counters_rise_after_a_poll(ser
         assert before['parser_source_errors_total{source="we\\"ird\\\\name"}'] == 1  # quote and backslash escaped
         assert before['parser_source_failures{source="we\\"ird\\\\name"}'] == 1
         assert before["parser_fetch_bytes_total"] > 0 and before["parser_up"] == 1
-        assert project.run("poll", "a", timeout=30).returncode == 0
+        assert project.run("poll", "a", "--wait", "60", timeout=90).returncode == 0
         after = metrics(base)
         assert after["parser_polls_total"] == 3
         assert after["parser_not_modified_total"] == before["parser_not_modified_total"] + 1
