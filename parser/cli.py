@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,7 +78,52 @@ def add_export_opml(commands) -> None:
     cmd.set_defaults(handler=export_opml)
 
 
-COMMANDS: list[Callable] = [add_export_opml]
+def add_status(commands) -> None:
+    cmd = commands.add_parser("status", help="the sources' health, staged rows, last flush, the daemon's pid "
+                              "and uptime; reads only, works while the daemon runs")
+    add_params_argument(cmd)
+    cmd.add_argument("--json", action="store_true", help="the same as JSON (ISO 8601 UTC times)")
+    cmd.set_defaults(handler=status)
+
+
+def add_control(commands) -> None:
+    """`reset SOURCE` and `poll SOURCE`, handed to the running daemon (parser/control.py)."""
+    for verb, what in (("reset", "clear a source's failures and dead mark, and poll it now"),
+                       ("poll", "poll a source now")):
+        cmd = commands.add_parser(verb, help=f"{what} (handed to the running daemon)")
+        add_params_argument(cmd)
+        cmd.add_argument("source", metavar="SOURCE", help="the source's name in params.py")
+        cmd.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                         help="how long to wait for the daemon's answer (default 10)")
+        cmd.set_defaults(handler=control_command)
+
+
+COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
+
+
+def _settings_or_exit(args: argparse.Namespace):
+    from .settings import load_settings
+    try:
+        return load_settings(args.params)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return None
+
+
+def status(args: argparse.Namespace) -> int:
+    from .status import print_status
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    return print_status(settings, as_json=args.json, now=time.time(), out=sys.stdout)
+
+
+def control_command(args: argparse.Namespace) -> int:
+    from . import control
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    return control.command(settings, args.command, args.source, sys.stdout, sys.stderr, wait=args.wait)
 
 
 def export_opml(args: argparse.Namespace) -> int:

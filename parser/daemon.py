@@ -23,6 +23,7 @@ from db.store import Database
 
 from . import logs
 from .adapters import Parsed
+from .control import ControlBox, Request
 from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, SettingsError, StorageError
 from .fetch import Fetcher, FetchResult
@@ -34,9 +35,10 @@ from .lock import FolderLock
 from .poll import Poller
 from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
+from .runinfo import Health, RunInfo, daemon_status_path
 from .settings import Settings, Source, load_settings
 from .sink import Sink, print_records, select_new
-from .state import SourceState, load_states, save_states
+from .state import SourceState, iso, load_states, save_states
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -46,6 +48,7 @@ RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_i
 RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
 MAX_BACKOFF = 24 * 3600.0
 RETRY_AFTER_MAX = 24 * 3600.0
+CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/control.py) while idle
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class CycleSummary:
     errors: int = 0
     new: int = 0
     duplicates: int = 0
+    fetch_bytes: int = 0
 
 
 def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
@@ -126,6 +130,13 @@ class Daemon:
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
         self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between cycles
+        # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests (parser/control.py),
+        # and the status page (parser/statuspage.py), which reads files and `self.health` only.
+        self.run_info = RunInfo(pid=os.getpid(), started=iso(clock()), params=str(settings.params_path))
+        self.health = Health(tick=time.monotonic(), flush_ok=True, reason="starting")
+        self.control: ControlBox | None = None
+        self.awaiting: dict[str, list[Request]] = {}  # source name -> requests answered after its poll
+        self.status_page = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -176,10 +187,19 @@ class Daemon:
             self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
                                   clock=self.clock, once=self.options.once, links_only=self.options.links_only)
             self.jobs.open()
+        if not self.options.once:
+            self.control = ControlBox(s.staging_dir)
+            if s.status_listen:
+                from .statuspage import open_status_page
+                self.status_page = open_status_page(s, lambda: self.health)
+                self.run_info.status_listen = self.status_page.base_url
+        self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
                  redact_url(s.db_url), os.getpid())
 
     def _close(self) -> None:
+        if self.status_page:
+            self.status_page.close()
         if self.listener:
             self.listener.close()
         if self.pool:
@@ -192,6 +212,9 @@ class Daemon:
             self.jobs.close()
         if self.db:
             self.db.close()
+        if self.sink:  # opened, so the lock is ours and daemon.json is this run's
+            self.run_info.running = False
+            self._save_run_info()
         self.lock.release()
 
     def _loop(self) -> int:
@@ -199,6 +222,7 @@ class Daemon:
         flush_ok = self.flush("start") if not self.options.dry_run else True  # a crash's leftovers first
         next_flush = self.clock() + s.flush_interval
         while not self.stop.is_set():
+            self._apply_control()
             due = self._due_sources()
             if due:
                 self.run_cycle(due)
@@ -210,7 +234,7 @@ class Daemon:
             if self.clock() >= next_flush:
                 self.flush("interval")
                 next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
-            self._sleep(self._seconds_until_next(next_flush))
+            self._idle(self._seconds_until_next(next_flush))
             if self.reload_requested.is_set():
                 self.reload()
         if self.options.dry_run:
@@ -221,14 +245,61 @@ class Daemon:
                      "stopped on signal; the flush failed, records stay in staging")
         return 0 if flush_ok or not self.options.once else 1
 
-    def _sleep(self, seconds: float) -> None:
-        """Wait for the next due source, in short steps, so SIGHUP is acted on at once too."""
-        until = time.monotonic() + seconds
-        while not self.stop.is_set() and not self.reload_requested.is_set():
-            left = until - time.monotonic()
-            if left <= 0:
+    def _idle(self, seconds: float) -> None:
+        """Wait until the next poll or flush, or a stop, or a control request; the loop stays alive."""
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set():
+            self.health = Health(tick=time.monotonic(), flush_ok=self.health.flush_ok, reason=self.health.reason)
+            left = deadline - time.monotonic()
+            if left <= 0 or self.reload_requested.is_set() or (self.control and self.control.waiting()):
                 return
-            self.stop.wait(min(left, 0.2))
+            self.stop.wait(min(left, CONTROL_TICK))
+
+    def _apply_control(self) -> None:
+        """Main thread: `reset SOURCE` and `poll SOURCE` from the operator (parser/control.py)."""
+        if self.control is None or not self.control.waiting():
+            return
+        now = self.clock()
+        by_name = {s.name: s for s in self.sources}
+        for request in self.control.take():
+            self.run_info.add(control_requests=1)
+            source = by_name.get(request.source)
+            if source is None:
+                self.control.answer(request, ok=False, done=True, code=2, message=self._not_polled(request.source))
+                continue
+            state = self._state(source)
+            if request.verb == "reset":
+                log.info("%s  reset by the operator: %d failures cleared, polled now", source.name, state.failures)
+                state.failures, state.dead, state.not_before = 0, False, 0.0
+            elif state.not_before > now:
+                self.control.answer(request, ok=False, done=True, message=f"{source.name} is held until "
+                                    f"{iso(state.not_before)} at the server's request (Retry-After); "
+                                    f"`reset {source.name}` polls it anyway")
+                continue
+            else:
+                log.info("%s  poll requested by the operator", source.name)
+            state.next_due = now
+            self.awaiting.setdefault(source.name, []).append(request)
+            self.control.answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")
+
+    def _not_polled(self, name: str) -> str:
+        source = next((s for s in self.settings.sources if s.name == name), None)
+        if source is None:
+            return f"no source named {name!r} in {self.settings.params_path}"
+        if source.protocol == "webhook":
+            return f"{name} is a webhook source: it is never polled, its records are delivered"
+        if not source.enabled:
+            return f"{name} is disabled in {self.settings.params_path.name} (enabled=False)"
+        return f"{name} is not polled by this daemon (it was started with --source or --job)"
+
+    def _answer_awaiting(self, source: Source, state: SourceState, ok: bool) -> None:
+        for request in self.awaiting.pop(source.name, []):
+            self.control.answer(request, ok=ok, done=True, message=f"{request.verb} {source.name}: "
+                                f"{state.last_outcome or 'polled'}")
+
+    def _save_run_info(self) -> None:
+        if not self.options.dry_run:
+            self.run_info.save(daemon_status_path(self.settings.staging_dir), iso(self.clock()))
 
     # -- settings -----------------------------------------------------------------------------
     @staticmethod
@@ -334,6 +405,10 @@ class Daemon:
             future.cancel()
         if not self.options.dry_run:
             save_states(self.state_path, self.states)
+            self.run_info.add(polls=summary.polled, errors=summary.errors, new=summary.new,
+                              duplicates=summary.duplicates, not_modified=summary.not_modified,
+                              fetch_bytes=summary.fetch_bytes)
+            self._save_run_info()
         log.info("cycle: %d sources in %.2f s: %d new records, %d duplicates, %d not modified, %d errors",
                  summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
                  summary.not_modified, summary.errors)
@@ -373,16 +448,23 @@ class Daemon:
             self._print_dry_run(outcome)
             return
         state = self._state(source)
+        state.last_poll = iso(now)
         if outcome.error is not None:
             self._failed(source, state, outcome, now)
             summary.errors += 1
+            state.count(now, polls=1, errors=1)
+            self._answer_awaiting(source, state, ok=False)
             return
         result = outcome.result
+        state.last_status, state.last_success = result.status, iso(now)
+        summary.fetch_bytes += len(result.body)
+        state.count(now, polls=1, bytes=len(result.body))
         self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
             summary.not_modified += 1
             state.last_outcome = "304"
+            state.count(now, not_modified=1)
         else:
             links = self._feed_links(source, outcome)
             staged = self.sink.stage(outcome.parsed.records, links)  # StorageError here is critical: let it rise
@@ -397,12 +479,16 @@ class Daemon:
             summary.new += len(staged.new)
             summary.duplicates += staged.duplicates
             state.last_outcome = f"new {len(staged.new)}"
+            state.count(now, new=len(staged.new), duplicates=staged.duplicates)
+            if staged.new:
+                state.last_new = iso(now)
             # Validators are kept only now that the records they cover are staged.
             state.etag, state.last_modified = result.etag, result.last_modified
         if state.failures >= self.settings.dead_after:
             log.info("%s  back after %d failures", source.name, state.failures)
-        state.failures = 0
+        state.failures, state.dead = 0, False
         state.next_due = now + source.interval
+        self._answer_awaiting(source, state, ok=True)
 
     def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
                         parsed: Parsed | None) -> None:
@@ -431,6 +517,7 @@ class Daemon:
 
     def _failed(self, source: Source, state: SourceState, outcome: PollOutcome, now: float) -> None:
         state.failures += 1
+        state.last_status = outcome.fetch_error.status if outcome.fetch_error is not None else None
         state.last_outcome = f"error: {outcome.error}"
         logs.error_line(source.name, state.address(), outcome.error)
         log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
@@ -438,6 +525,7 @@ class Daemon:
         dead_after = self.settings.dead_after
         exc = outcome.fetch_error
         if state.failures >= dead_after:
+            state.dead = True
             delay = min(source.interval * 2 ** (state.failures - dead_after + 1), max(MAX_BACKOFF, source.interval))
             if state.failures == dead_after:
                 why = "gone" if exc is not None and exc.status == 410 else "dead"
@@ -480,12 +568,32 @@ class Daemon:
 
         def stage(name: str, records: list[dict]) -> None:
             staged = self.sink.stage(records, self.feed_links.get(name, ()))
+            source = next((s for s in self.listened if s.name == name), None)
+            if source is not None:  # counted like a poll's entries, for `status` and the page
+                now, state = self.clock(), self._state(source)
+                state.last_success = state.last_poll = iso(now)
+                state.count(now, new=len(staged.new), duplicates=staged.duplicates)
+                if staged.new:
+                    state.last_new = iso(now)
             log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
         self.inbox.drain(stage)
 
     # -- flush --------------------------------------------------------------------------------
     def flush(self, why: str) -> bool:
-        """Staged records into the database; on failure they stay staged and the next flush retries."""
+        """Staged records into the database; on failure they stay staged and the next flush retries.
+        The outcome goes to daemon.json and the status page's health."""
+        started = time.monotonic()
+        ok, written, already, error = self._flush(why)
+        seconds = time.monotonic() - started
+        self.run_info.flushed(at=iso(self.clock()), why=why, ok=ok, rows=written, already=already,
+                              seconds=seconds, error=error)
+        self.health = Health(tick=time.monotonic(), flush_ok=ok,
+                             reason="ok" if ok else f"the last flush failed: {error}")
+        save_states(self.state_path, self.states)  # received (pushed) records counted since the last cycle
+        self._save_run_info()
+        return ok
+
+    def _flush(self, why: str) -> tuple[bool, int, int, str | None]:
         self._stage_received()
         # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
         # up from the hash file anyway.
@@ -498,9 +606,9 @@ class Daemon:
             logs.error_line("flush", redact_url(self.settings.db_url),
                             f"{exc}; {pending} records kept in staging for the next flush")
             log.info("flush (%s) failed: %s", why, exc, extra=logs.ALSO_IN_ERRORS)
-            return False
+            return False, 0, 0, str(exc)
         if written or already or why in ("stop", "once"):  # an interval with nothing to write says nothing
             log.info("flush (%s): %d rows written to items%s", why, written,
                      f", {already} already stored" if already else "")
-        return jobs_ok
+        return jobs_ok, written, already, None if jobs_ok else "a job's table could not be written (see errors.log)"
 

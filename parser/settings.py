@@ -92,6 +92,7 @@ class Settings:
     full_text_timeout: float = 10.0
     log_format: str = "text"        # "json": one JSON object a line (parser/logs.py)
     notes: tuple[str, ...] = ()  # what the daemon logs at start about how the settings were read
+    status_listen: tuple[str, int] | None = None  # the status page and /metrics (parser/statuspage.py); None: off
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -122,6 +123,7 @@ DEFAULTS: dict[str, Any] = {
     "SOURCES_OPML": None,
     "FULL_TEXT_TIMEOUT": 10,
     "LOG_FORMAT": "text",
+    "STATUS_LISTEN": None,
 }
 
 
@@ -206,6 +208,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     sources += _opml_sources(v, base, sources, problems, notes)
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
+    status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     problems.raise_if_any()
 
     return Settings(
@@ -236,6 +239,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
         notes=tuple(notes),
         log_format=v["LOG_FORMAT"],
+        status_listen=status_listen,
     )
 
 
@@ -307,6 +311,22 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
                      f"WEBHOOK_LISTEN, got {v['WEBSUB_CALLBACK_BASE']!r}")
     if not _positive_number(v["FULL_TEXT_TIMEOUT"]):
         problems.add("FULL_TEXT_TIMEOUT", f"must be a number of seconds above 0, got {v['FULL_TEXT_TIMEOUT']!r}")
+    return listen
+
+
+def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: list[Source],
+                         problems: _Problems) -> tuple[str, int] | None:
+    """STATUS_LISTEN: None (off) or 'host:port'; not the webhook listener's port when that one is used."""
+    if value is None:
+        return None
+    try:
+        listen = parse_listen(value)
+    except ValueError:
+        problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
+        return None
+    pushed = any(s.protocol in ("webhook", "websub") for s in sources)
+    if pushed and listen[1] != 0 and listen[1] == webhook_listen[1]:
+        problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
     return listen
 
 

@@ -1,5 +1,6 @@
 """What the daemon remembers about each source between polls and across restarts:
-validators for conditional GET, failures in a row, and when it may poll next.
+validators for conditional GET, failures in a row, when it may poll next, and what an operator
+reads back with `run_daemon.py status` (last poll, last success, last new entry, an hourly history).
 
 Saved atomically (write a temp file, rename). It is saved only after the records of a poll are
 staged, so a kill can lose an ETag (one unconditional fetch more) but never records.
@@ -8,8 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+HISTORY_HOURS = 7 * 24     # hourly buckets kept for the status page's plots
+TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes")
 
 
 @dataclass
@@ -30,6 +35,35 @@ class SourceState:
     def address(self) -> str:
         """Where the next poll goes."""
         return self.feed_url or self.moved_to or self.url
+    # For the operator (parser/status.py): ISO 8601 UTC times, None until it happened.
+    last_poll: str | None = None
+    last_success: str | None = None
+    last_new: str | None = None     # the last poll that staged at least one new record
+    last_status: int | None = None  # HTTP status of the last answer (304 included); None: no answer
+    dead: bool = False              # DEAD_AFTER failures in a row; cleared by a success or `reset`
+    # [hour "YYYY-MM-DDTHH", new records, errors], oldest first, at most HISTORY_HOURS of them
+    hourly: list[list] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
+
+    def count(self, now: float, **amounts: int) -> None:
+        """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""
+        for name, amount in amounts.items():
+            self.totals[name] = self.totals.get(name, 0) + amount
+        new, errors = amounts.get("new", 0), amounts.get("errors", 0)
+        if not (new or errors):
+            return
+        hour = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H")
+        if self.hourly and self.hourly[-1][0] == hour:
+            self.hourly[-1][1] += new
+            self.hourly[-1][2] += errors
+        else:
+            self.hourly.append([hour, new, errors])
+            del self.hourly[:-HISTORY_HOURS]
+
+
+def iso(epoch: float) -> str:
+    """Epoch seconds as the ISO 8601 UTC time every status file uses."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def load_states(path: Path) -> dict[str, SourceState]:
@@ -40,12 +74,20 @@ def load_states(path: Path) -> dict[str, SourceState]:
     except ValueError:
         return {}  # a damaged state file costs one unconditional poll per source, nothing more
     fields = SourceState.__dataclass_fields__
-    return {name: SourceState(**{k: v for k, v in data.items() if k in fields})
-            for name, data in raw.items() if isinstance(data, dict)}
+    states = {name: SourceState(**{k: v for k, v in data.items() if k in fields})
+              for name, data in raw.items() if isinstance(data, dict)}
+    for state in states.values():  # a hand-edited file must not stop the loop at the first count()
+        if not isinstance(state.hourly, list) or not all(isinstance(h, list) and len(h) == 3 for h in state.hourly):
+            state.hourly = []
+        if not isinstance(state.totals, dict):
+            state.totals = {}
+    return states
 
 
 def save_states(path: Path, states: dict[str, SourceState]) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({k: asdict(v) for k, v in states.items()}, indent=1, sort_keys=True),
-                   encoding="utf-8")
+    # One line per source: readable with grep or jq, and small with a week of hourly history each.
+    lines = [f"{json.dumps(name)}: {json.dumps(vars(state), sort_keys=True)}"  # vars: asdict deep-copies
+             for name, state in sorted(states.items())]
+    tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     os.replace(tmp, path)
