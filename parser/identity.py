@@ -24,12 +24,14 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from .record import record_hash
-from .urls import canonical_url
+from .urls import canonical_url, is_junk_param
 
 log = logging.getLogger("parser")
 AUTO = "auto"
+CACHE_LINKS = 50_000  # canonical forms remembered: a steady poll sees the same links again and again
 
 
 @dataclass
@@ -56,12 +58,13 @@ class Identity:
         self.algorithm = algorithm
         self.table = table
         self._told_fallback: set[str] = set()
+        self._canonical: dict[str, str] = {}
 
     def identify(self, records: list[dict], feed_links: Iterable[str] = ()) -> Identified:
         """Keys for one poll (or one delivery) of records; `feed_links` are the feed's own addresses
         (home page, feed URL), which name the feed and never one entry."""
-        own = {canonical_url(u) for u in feed_links if u}
-        entries = [_entry(r) for r in records]
+        own = {self._plain(u) for u in feed_links if u}
+        entries = [self._entry(r) for r in records]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, e in enumerate(entries):
             if e.plain:
@@ -97,7 +100,7 @@ class Identity:
 
     def _within_source(self, record: dict, e: _Entry, own: set[str]) -> str:
         """A key only this source can produce: its guid, else its link (fragment kept), else its content."""
-        if e.guid and canonical_url(e.guid) not in own:
+        if e.guid and self._plain(e.guid) not in own:
             parts = ("guid", e.source, e.guid)
         elif record.get("link") and e.plain not in own:
             parts = ("link", e.source, record["link"])
@@ -127,10 +130,24 @@ class Identity:
                          count, len(distinct), count - len(distinct))
 
 
-def _entry(record: dict) -> _Entry:
-    link = str(record.get("link") or "")
-    guid = str(record.get("guid") or "")
-    if guid and canonical_url(guid, exact=True) == canonical_url(link, exact=True):
-        guid = ""  # the adapter's default guid, or a permalink guid: the link says it already
-    return _Entry(source=str(record.get("source") or ""), link=canonical_url(link, exact=True),
-                  plain=canonical_url(link), guid=guid)
+    def _entry(self, record: dict) -> _Entry:
+        # Adapters store the link exactly as written, already spelled canonically (urls.canonical_url).
+        link = str(record.get("link") or "")
+        guid = str(record.get("guid") or "")
+        if guid == link or (guid.startswith(("http://", "https://")) and canonical_url(guid, exact=True) == link):
+            guid = ""  # the adapter's default guid, or a permalink guid: the link says it already
+        return _Entry(source=str(record.get("source") or ""), link=link, plain=self._plain(link), guid=guid)
+
+    def _plain(self, url: str) -> str:
+        """canonical_url of a link spelled canonically already, remembered: w3lib takes tens of
+        microseconds a link. A link without fragment, path parameter or junk parameter is its own
+        canonical form: canonical_url would give w3lib the same string, with or without `exact`."""
+        if "#" not in url and ";" not in url and ("?" not in url or not any(
+                is_junk_param(k) for k, _ in parse_qsl(url.partition("?")[2], keep_blank_values=True))):
+            return url
+        plain = self._canonical.get(url)
+        if plain is None:
+            if len(self._canonical) >= CACHE_LINKS:
+                self._canonical.clear()
+            plain = self._canonical[url] = canonical_url(url)
+        return plain

@@ -68,17 +68,26 @@ def test_entries_told_apart_by_their_fragment_are_kept_with_it(server, project):
                      f"<guid>http://scriptingnews.userland.com/backissues/2002/09/29#When:{t}</guid></item>"
                      for t in ("6:56:02PM", "6:52:22PM"))
     server.route("/spec.xml", body=rss_with_home("http://scriptingnews.userland.com/", sample))
+    # PHP-Nuke numbers its stories with `sid`, which canonical links drop as a session id.
+    nuke = [{"title": f"Story {n}", "link": f"http://nuke.example/modules.php?name=News&file=article&sid={n}"}
+            for n in (265, 264)]
+    server.route("/nuke.xml", body=rss(nuke))
     project.write_params(SOURCES=[{"name": "blog", "url": server.url("/blog.xml")},
-                                  {"name": "spec", "url": server.url("/spec.xml")}])
+                                  {"name": "spec", "url": server.url("/spec.xml")},
+                                  {"name": "nuke", "url": server.url("/nuke.xml")}])
     project.run("--once", check=True)
     links = [r["link"] for r in project.rows(where="WHERE source = 'blog'")]
     assert sorted(links) == sorted(f"https://example.org/awesome#thing-{n}" for n in range(1, 44))
     spec = project.rows(where="WHERE source = 'spec'")
     assert [r["link"] for r in spec] == ["http://scriptingnews.userland.com/backissues/2002/09/29#When:6:56:02PM",
                                          "http://scriptingnews.userland.com/backissues/2002/09/29#When:6:52:22PM"]
+    assert [r["link"] for r in project.rows(where="WHERE source = 'nuke'")] == [
+        "http://nuke.example/modules.php?file=article&name=News&sid=265",
+        "http://nuke.example/modules.php?file=article&name=News&sid=264"]
     project.run("--once", check=True)  # a restart and the same feeds: nothing new
-    assert "blog  new 0  duplicates 43" in project.log() and "spec  new 0  duplicates 2" in project.log()
-    assert len(project.rows()) == 45
+    log = project.log()
+    assert "blog  new 0  duplicates 43" in log and "spec  new 0  duplicates 2" in log and "nuke  new 0" in log
+    assert len(project.rows()) == 47
 
 
 def test_a_fragment_that_tells_nothing_apart_is_dropped_and_merges_across_feeds(server, project):
