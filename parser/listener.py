@@ -6,8 +6,8 @@ descriptor and a small buffer here, never a thread. One event-loop thread reads 
 bodies; only a request read whole goes to a small pool of worker threads, which runs the endpoint
 (signature check, parse, fsync to the inbox). The limits, all enforced where the bytes come in:
 
-- at most `connection_cap()` connections (256 at the usual 1,024 open files, half of what is left
-  after RESERVED_FDS for the main loop); past it the connection that has waited longest for its
+- at most `connection_cap()` connections (256 at the usual 1,024 open files; RESERVED_FDS stay free
+  for the main loop); past it the connection that has waited longest for its
   request head is closed to make room, or, when every connection is busy, the new one is answered
   503 and closed, so an attacker can neither exhaust the descriptors nor lock out honest senders;
 - the request head (request line and headers) must arrive whole within HEAD_TIMEOUT, at most
@@ -57,7 +57,7 @@ MiB = 1 << 20
 MAX_CONNECTIONS = 256      # at most, whatever the open-file limit allows
 RESERVED_FDS = 256         # left to the main loop: staging, hash and log files, database, fetches
 WORKERS = 8                # threads running endpoints (HMAC, parse, fsync); the rest of the work is async
-BACKLOG = 128              # connections the kernel queues before we accept them
+BACKLOG = 64               # connections the kernel queues before we accept them; also asyncio's accept burst
 HEAD_TIMEOUT = 10.0        # seconds for a whole request head, also the keep-alive idle time
 BODY_TIMEOUT = 10.0        # seconds for a body, plus one second per BODY_RATE bytes
 BODY_RATE = 100 * 1024
@@ -133,8 +133,9 @@ def json_too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
-    """Connections the listener may hold: half the descriptors left after RESERVED_FDS (the other
-    half covers connections accepted in a burst and not yet closed), at most `limit`."""
+    """Connections the listener may hold: the descriptors left after RESERVED_FDS and after four
+    accept bursts of BACKLOG (asyncio counts a connection in our code three loop turns after it
+    accepted it, and one closed to make room is closed a turn later), at most `limit`."""
     try:
         import resource
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -146,7 +147,7 @@ def connection_cap(limit: int = MAX_CONNECTIONS) -> int:
         in_use = len(os.listdir("/proc/self/fd"))
     except OSError:
         in_use = 64
-    return max(4, min(limit, (soft - in_use - RESERVED_FDS - BACKLOG) // 2))
+    return max(4, min(limit, soft - in_use - RESERVED_FDS - 4 * BACKLOG))
 
 
 def body_budget(max_bytes: int) -> int:
