@@ -187,6 +187,7 @@ class Slowloris:
         selector.close()
 
 
+@pytest.mark.slow
 def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(hook):
     hook.configure()
     daemon = start(hook, open_files=1024)
@@ -244,6 +245,7 @@ def test_a_request_head_sent_a_byte_every_4_s_is_cut(hook):
     assert "no whole request head within 10 s" in hook.log("errors.log")
 
 
+@pytest.mark.slow
 def test_100_held_10_mib_bodies_leave_daemon_memory_under_300_mib(hook):
     hook.configure(MAX_BYTES=10 * MiB)
     daemon = start(hook)
@@ -349,6 +351,7 @@ def test_delivery_ids_sharing_a_long_prefix_are_both_taken(hook):
     assert sorted(r["title"] for r in hook.rows()) == ["Item 1", "Item 2"]
 
 
+@pytest.mark.slow
 def test_a_flood_of_bad_signatures_is_summarised_and_keeps_older_errors(hook):
     hook.configure(LOG_MAX_BYTES=32 * 1024)
     daemon = start(hook)
@@ -394,3 +397,29 @@ def test_a_delivery_of_120_items_is_taken_whole(hook):
     finally:
         assert stop(daemon) == 0
     assert len(hook.rows()) == 120
+
+
+def test_refusals_going_on_cost_one_errors_log_line_a_minute(tmp_path):
+    """RefusalLog with a controlled clock: five lines as they come, then one summary line per minute
+    while refusals go on, and lines as they come again after a quiet minute."""
+    from parser import logs
+    from parser.listener import RefusalLog
+    now = [1000.0]
+    logs.setup(tmp_path, console=False)
+    try:
+        refusals = RefusalLog(clock=lambda: now[0])
+        for second in range(300):  # the listener flushes every second; forgeries come for three minutes
+            now[0] = 1000.0 + second
+            refusals.flush()
+            for _ in range(100 if second < 180 else 0):
+                refusals.note("shop", "http://h/hooks/shop", "401", "refused (401): does not match")
+        refusals.note("shop", "http://h/hooks/shop", "400", "refused (400): not valid JSON")
+        refusals.flush(force=True)
+    finally:
+        logs.setup(None, console=False)
+    lines = (tmp_path / "errors.log").read_text().splitlines()
+    assert len(lines) == 5 + 3 + 1
+    assert sum("refused (401): does not match" in line and "more" not in line for line in lines) == 5
+    summaries = [line for line in lines if "more requests refused in the last 60 s" in line]
+    assert [re.search(r"([\d,]+) more", line).group(1) for line in summaries] == ["5,995", "6,000", "6,000"]
+    assert lines[-1].endswith("refused (400): not valid JSON")
