@@ -9,7 +9,8 @@ bodies; only a request read whole goes to a small pool of worker threads, which 
 - at most `connection_cap()` connections (256 at the usual 1,024 open files; RESERVED_FDS stay free
   for the main loop); past it the connection that has waited longest for its
   request head is closed to make room, or, when every connection is busy, the new one is answered
-  503 and closed, so an attacker can neither exhaust the descriptors nor lock out honest senders;
+  503 and closed, so an attacker can neither exhaust the descriptors nor lock out honest senders (a
+  connection dribbling a body is closed the same way);
 - the request head (request line and headers) must arrive whole within HEAD_TIMEOUT, at most
   MAX_HEAD bytes and MAX_HEADERS lines; a body within BODY_TIMEOUT plus a second per BODY_RATE
   bytes; the answer is written within WRITE_TIMEOUT;
@@ -277,8 +278,9 @@ def _content_length(headers: Message) -> int | None:
 class _Connection:
     writer: asyncio.StreamWriter
     peer: str
-    waiting_for_head: bool = True
-    since: float = field(default_factory=time.monotonic)
+    # Since when this connection waits for bytes, the oldest being closed first to make room: the
+    # start of the wait for a request head or for a body (None: a request is being handled).
+    evictable_since: float | None = field(default_factory=time.monotonic)
     served: int = 0  # requests whose head was read
 
 
@@ -376,27 +378,30 @@ class Listener:
             writer.transport.abort()
 
     def _admit(self, connection: _Connection) -> bool:
-        """Room for one more connection: at the cap, close the one waiting longest for its head."""
+        """Room for one more connection: at the cap, close the one that has waited longest for a
+        request head or a body; a request being handled is never closed. An honest request arrives
+        in a few packets, so it is the newest and the last to go."""
         if len(self._connections) >= self.cap:
-            waiting = [c for c in self._connections if c.waiting_for_head]
+            now = time.monotonic()
+            waiting = [c for c in self._connections if c.evictable_since is not None]
             if not waiting:
                 self.refusals.note("listener", self.base_url, "503",
                                    f"connection from {connection.peer} refused (503): all {self.cap} "
                                    "connections are busy with requests")
                 return False
-            oldest = min(waiting, key=lambda c: c.since)
+            oldest = min(waiting, key=lambda c: c.evictable_since)
             self._connections.discard(oldest)
             oldest.writer.transport.abort()
             self.refusals.note("listener", self.base_url, "closed",
-                               f"connection from {oldest.peer} closed to make room: it had not sent a request "
-                               f"in {time.monotonic() - oldest.since:.0f} s, and {self.cap} connections are open")
+                               f"connection from {oldest.peer} closed to make room: no whole request from it "
+                               f"in {now - oldest.evictable_since:.0f} s, and {self.cap} connections are open")
         self._connections.add(connection)
         return True
 
     async def _request(self, reader: asyncio.StreamReader, connection: _Connection) -> bool:
         """Serve one request; True when the connection stays open for the next."""
         writer, peer = connection.writer, connection.peer
-        connection.waiting_for_head, connection.since = True, time.monotonic()
+        connection.evictable_since = time.monotonic()
         try:
             async with asyncio.timeout(HEAD_TIMEOUT):
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -409,7 +414,7 @@ class Listener:
             return await self._refuse(writer, peer, Reply(431, f"request head over {MAX_HEAD} bytes\n"))
         except asyncio.IncompleteReadError:
             return False
-        connection.waiting_for_head = False
+        connection.evictable_since = None
         connection.served += 1
         try:
             request = parse_head(head)
@@ -441,6 +446,7 @@ class Listener:
             if request.expect_continue and request.length:
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             seconds = BODY_TIMEOUT + request.length / BODY_RATE
+            connection.evictable_since = time.monotonic()
             try:
                 async with asyncio.timeout(seconds):
                     body = await reader.readexactly(request.length)
@@ -449,6 +455,7 @@ class Listener:
                                    f"request from {peer} closed: body of {human_size(request.length)} not "
                                    f"complete within {seconds:.0f} s")
                 return False
+            connection.evictable_since = None
             query = parse_qs(parts.query, keep_blank_values=True)
             reply = await asyncio.get_running_loop().run_in_executor(
                 self._pool, _handle, endpoint, request, query, body, peer, self.refusals)

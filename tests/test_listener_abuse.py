@@ -112,12 +112,17 @@ OPEN_RATE = 100  # slow connections opened per second
 
 
 class Slowloris:
-    """`count` connections, opened at once (non-blocking), each sending a request line and then a header
-    byte every 4 s; a connection the daemon closes is opened again at the next tick."""
+    """`count` connections, each sending a request line and then a header byte every 4 s (or, with
+    `dribble="body"`, a whole head with a forged signature and then a body byte every 4 s); a
+    connection the daemon closes is opened again at the next tick."""
 
-    def __init__(self, port: int, count: int):
+    def __init__(self, port: int, count: int, dribble: str = "head"):
         self.address = ("127.0.0.1", port)
         self.count = count
+        self.opening = b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n"
+        if dribble == "body":
+            self.opening += (f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n"
+                             ).encode() + b"{"
         self.cut = 0
         self.most_open = 0
         self.ending = threading.Event()
@@ -157,7 +162,7 @@ class Slowloris:
                 if s not in connected:  # the connect finished (or failed)
                     if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
                         try:
-                            s.send(b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n")
+                            s.send(self.opening)
                             selector.modify(s, selectors.EVENT_READ)
                             connected.add(s)
                             continue
@@ -188,11 +193,12 @@ class Slowloris:
 
 
 @pytest.mark.slow
-def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(hook):
+@pytest.mark.parametrize("dribble", ["head", "body"])
+def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(hook, dribble):
     hook.configure()
     daemon = start(hook, open_files=1024)
     statuses: list[int] = []
-    with Gauge(daemon.pid) as gauge, Slowloris(hook.port, 1100) as attack:
+    with Gauge(daemon.pid) as gauge, Slowloris(hook.port, 1100, dribble) as attack:
         time.sleep(1100 / OPEN_RATE)  # let the slow connections pile up first
         deadline = time.monotonic() + 16.0
         n = 0
@@ -205,9 +211,9 @@ def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(
                 print("delivery", n, "failed:", exc)
             time.sleep(0.1)
         alive = daemon.poll() is None
-    print(f"\nslow connections: {attack.count}, at most {attack.most_open} open at once, {attack.cut} cut by the "
-          f"daemon; deliveries {len(statuses)}: {statuses.count(202)} answered 202; daemon peak fds "
-          f"{gauge.max_fds}, peak RSS {gauge.max_rss / MiB:.0f} MiB")
+    print(f"\nslow connections ({dribble}): {attack.count}, at most {attack.most_open} open at once, "
+          f"{attack.cut} cut by the daemon; deliveries {len(statuses)}: {statuses.count(202)} answered 202; "
+          f"daemon peak fds {gauge.max_fds}, peak RSS {gauge.max_rss / MiB:.0f} MiB")
     assert alive, f"daemon exited {daemon.returncode}: {daemon.stderr.read()}"
     assert statuses and statuses == [202] * len(statuses)
     assert gauge.max_fds <= 1024 - 256  # room left for the main loop's files and fetches
