@@ -181,7 +181,7 @@ class Daemon:
         self.db = Database(s.db_url)
         self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
         if self.listened and not self.options.once:
-            from .webhook import open_listener
+            from .push import open_listener
             self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
         if self.link_jobs:
             self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
