@@ -18,6 +18,9 @@ RECORD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summ
 _SPACES = re.compile(r"\s+")
 # Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
+# like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def record_hash(row: Mapping[str, Any], fields: Iterable[str], algorithm: str) -> str:
@@ -30,7 +33,18 @@ def clean_text(value: Any) -> str:
     """A string with control characters removed (they break CSV readers and PostgreSQL)."""
     if value is None:
         return ""
-    return _CONTROL.sub("", str(value)).replace("\ud800", "")
+    return safe_text(_CONTROL.sub("", str(value)))
+
+
+def safe_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so UTF-8 files and databases take it."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def safe_record(record: Mapping[str, Any]) -> dict:
+    """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
+    rule every record passes before it is hashed and staged, whatever produced it."""
+    return {k: safe_text(v).replace("\x00", "") if isinstance(v, str) else v for k, v in record.items()}
 
 
 def html_to_text(value: Any) -> str:

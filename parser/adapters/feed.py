@@ -11,14 +11,16 @@ import feedparser
 
 from ..charset import to_utf8
 from ..errors import ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, html_to_text, safe_text, utc_iso
 from ..urls import canonical_url
 from . import Parsed, newest
 
 TITLE_MAX = 500
 # The end of one entry, and the end of the whole document, in any namespace prefix.
 _ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
-_SURROGATES = re.compile("[\ud800-\udfff]")
+# A character reference can name a lone surrogate (&#xDC80;); feedparser's loose parser then raises
+# while encoding it, and the whole feed would be lost for one character.
+_CHAR_REF = re.compile(rb"&#(?:[xX]0*([0-9a-fA-F]{1,8})|0*([0-9]{1,10}));")
 _ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:rss|feed|rdf)\s*>\s*$", re.IGNORECASE)
 
 
@@ -35,6 +37,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     if decoded.encoding:
         body = decoded.body
         feed_headers["content-type"] = "application/xml; charset=utf-8"
+    body = _CHAR_REF.sub(_no_surrogate_ref, body)
     # A BytesIO, never the bytes themselves: feedparser treats a bare string as a path or URL to open.
     feed = feedparser.parse(io.BytesIO(body), response_headers=feed_headers)
     entries = list(feed.get("entries", []))
@@ -95,10 +98,16 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
     }
 
 
+def _no_surrogate_ref(match: re.Match) -> bytes:
+    hexa, decimal = match.groups()
+    code = int(hexa, 16) if hexa else int(decimal)
+    return b"&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
+
+
 def _text(value: Any) -> str:
     """A field's text: strings (lone surrogates replaced: no database stores them), numbers; else ''."""
     if isinstance(value, str):
-        return _SURROGATES.sub("\ufffd", value)
+        return safe_text(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return ""
