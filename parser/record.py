@@ -38,13 +38,24 @@ def clean_text(value: Any) -> str:
 
 def safe_text(text: str) -> str:
     """`text` with every lone surrogate replaced by U+FFFD, so UTF-8 files and databases take it."""
-    return _SURROGATES.sub("\ufffd", text)
+    try:
+        text.encode("utf-8")  # the common case, at C speed
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
 
 
 def safe_record(record: Mapping[str, Any]) -> dict:
     """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
     rule every record passes before it is hashed and staged, whatever produced it."""
-    return {k: safe_text(v).replace("\x00", "") if isinstance(v, str) else v for k, v in record.items()}
+    texts = "".join(v for v in record.values() if isinstance(v, str))
+    if "\x00" not in texts and safe_text(texts) is texts:  # nearly every record: checked at C speed
+        return dict(record)
+    return {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()}
+
+
+def _without_nul(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text
 
 
 def html_to_text(value: Any) -> str:

@@ -110,30 +110,33 @@ def repair_torn_tail(path: Path) -> int:
 
 
 def _whole_records_length(f: BinaryIO) -> int:
+    # A newline ends a record exactly when it lies outside quotes, i.e. when the quotes before it are
+    # even in number (a quote inside a field is doubled): one count per line, no CSV parsing. The
+    # last record is then parsed alone, to check it has the header's number of fields.
     f.seek(0)
-    consumed = 0
-    newline_ended = True
-
-    def lines() -> Iterator[str]:
-        # csv.reader asks for exactly the lines of one record, so `consumed` is where it ends.
-        nonlocal consumed, newline_ended
-        for raw in f:
-            consumed += len(raw)
-            newline_ended = raw.endswith(b"\n")
-            yield raw.decode("utf-8", "replace")
-
-    good = 0
-    width = None
-    try:
-        for fields in csv.reader(lines(), strict=True):
-            if width is None:
-                width = len(fields)
-            if len(fields) != width or not newline_ended:
-                break
-            good = consumed
-    except csv.Error:
-        pass
+    offset = quotes = 0
+    header_end = last_start = good = 0
+    for line in f:
+        offset += len(line)
+        quotes += line.count(b'"')
+        if quotes % 2 == 0 and line.endswith(b"\n"):
+            header_end = header_end or offset
+            last_start, good = good, offset
+    if not good:
+        return 0
+    f.seek(0)
+    width = len(_parse_one(f.read(header_end)))
+    f.seek(last_start)
+    if len(_parse_one(f.read(good - last_start))) != width:
+        return last_start
     return good
+
+
+def _parse_one(data: bytes) -> list[str]:
+    try:
+        return next(csv.reader(io.StringIO(data.decode("utf-8", "replace"), newline=""), strict=True), [])
+    except csv.Error:
+        return []
 
 
 def _has_no_rows(path: Path) -> bool:
