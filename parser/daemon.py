@@ -21,6 +21,7 @@ from db.store import Database
 
 from . import logs
 from .adapters import Parsed
+from .clock import ScheduleClock, wall
 from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, StorageError
 from .fetch import Fetcher, FetchResult
@@ -33,7 +34,7 @@ from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
 from .settings import Settings, Source
 from .sink import Sink, print_records, select_new
-from .state import SourceState, load_states, save_states
+from .state import SourceState, load_states, pull_back, save_states
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -84,11 +85,13 @@ def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
 
 class Daemon:
     def __init__(self, settings: Settings, options: RunOptions, *, stop: threading.Event | None = None,
-                 clock: Callable[[], float] = time.time, out: TextIO = sys.stdout):
+                 clock: Callable[[], float] | None = None, out: TextIO = sys.stdout):
         self.settings = settings
         self.options = options
         self.stop = stop or threading.Event()
-        self.clock = clock
+        # Scheduling counts with the monotonic clock (parser/clock.py); what is written down, by the wall.
+        self.clock = clock or ScheduleClock()
+        self.wall = clock or wall
         self.out = out
         self.sources = select_sources(settings, options.sources)
         self.link_jobs = select_jobs(settings, options.jobs)
@@ -149,6 +152,8 @@ class Daemon:
                 self.jobs.open()
             return
         self.states = load_states(self.state_path)
+        pull_back(self.states, self.clock(),
+                  {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
@@ -266,7 +271,7 @@ class Daemon:
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
             outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.clock))
+                                                              fetched=now_iso(self.wall))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
         except ParseError as exc:
@@ -309,7 +314,7 @@ class Daemon:
         if state.failures >= self.settings.dead_after:
             log.info("%s  back after %d failures", source.name, state.failures)
         state.failures = 0
-        state.next_due = now + source.interval
+        state.next_due, state.delay = now + source.interval, source.interval
 
     def _failed(self, source: Source, state: SourceState, outcome: PollOutcome, now: float) -> None:
         state.failures += 1
@@ -331,9 +336,9 @@ class Daemon:
             delay = max(delay, MAX_BACKOFF / 4)  # gone: ask rarely, but keep asking
         if exc is not None and exc.retry_after is not None:
             wait_s = min(exc.retry_after, RETRY_AFTER_MAX)
-            state.not_before = now + wait_s
+            state.not_before, state.hold = now + wait_s, wait_s
             delay = max(delay, wait_s)
-        state.next_due = now + delay
+        state.next_due, state.delay = now + delay, delay
 
     def _print_dry_run(self, outcome: PollOutcome) -> None:
         name = outcome.source.name
