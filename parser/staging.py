@@ -5,6 +5,9 @@ A flush first renames the file to a numbered batch (atomic), so appends go to a 
 the batch is loaded; the batch is deleted only after the database committed it. A crash at any
 point leaves either the staging file or a batch file on disk, and loading a batch twice is
 harmless because the database ignores hashes it already has.
+
+A person may open the file in a spreadsheet, which runs a cell starting with `=`, `+`, `-` or `@` as
+a formula: such cells are written with a leading apostrophe, which read_rows takes off again.
 """
 from __future__ import annotations
 
