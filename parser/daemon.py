@@ -23,6 +23,7 @@ from db.store import Database
 
 from . import logs
 from .adapters import Parsed
+from .clock import ScheduleClock, wall
 from .control import ControlBox, Request
 from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, SettingsError, StorageError
@@ -38,7 +39,7 @@ from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
 from .settings import Settings, Source, load_settings
 from .sink import Sink, print_records, select_new
-from .state import SourceState, iso, load_states, save_states
+from .state import SourceState, iso, load_states, pull_back, save_states
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -95,11 +96,13 @@ def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
 
 class Daemon:
     def __init__(self, settings: Settings, options: RunOptions, *, stop: threading.Event | None = None,
-                 clock: Callable[[], float] = time.time, out: TextIO = sys.stdout):
+                 clock: Callable[[], float] | None = None, out: TextIO = sys.stdout):
         self.settings = settings
         self.options = options
         self.stop = stop or threading.Event()
-        self.clock = clock
+        # Scheduling counts with the monotonic clock (parser/clock.py); what is written down, by the wall.
+        self.clock = clock or ScheduleClock()
+        self.wall = clock or wall
         self.out = out
         self.sources = select_sources(settings, options.sources)
         self.link_jobs = select_jobs(settings, options.jobs)
@@ -132,7 +135,7 @@ class Daemon:
         self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between cycles
         # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests (parser/control.py),
         # and the status page (parser/statuspage.py), which reads files and `self.health` only.
-        self.run_info = RunInfo(pid=os.getpid(), started=iso(clock()), params=str(settings.params_path))
+        self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
         self.health = Health(tick=time.monotonic(), flush_ok=True, reason="starting")
         self.control: ControlBox | None = None
         self.awaiting: dict[str, list[Request]] = {}  # source name -> requests answered after its poll
@@ -175,6 +178,8 @@ class Daemon:
                 self.jobs.open()
             return
         self.states = load_states(self.state_path)
+        pull_back(self.states, self.clock(),
+                  {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
@@ -299,7 +304,7 @@ class Daemon:
 
     def _save_run_info(self) -> None:
         if not self.options.dry_run:
-            self.run_info.save(daemon_status_path(self.settings.staging_dir), iso(self.clock()))
+            self.run_info.save(daemon_status_path(self.settings.staging_dir), iso(self.wall()))
 
     # -- settings -----------------------------------------------------------------------------
     @staticmethod
@@ -432,7 +437,7 @@ class Daemon:
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
             outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.clock))
+                                                              fetched=now_iso(self.wall))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
         except ParseError as exc:
@@ -487,7 +492,7 @@ class Daemon:
         if state.failures >= self.settings.dead_after:
             log.info("%s  back after %d failures", source.name, state.failures)
         state.failures, state.dead = 0, False
-        state.next_due = now + source.interval
+        state.next_due, state.delay = now + source.interval, source.interval
         self._answer_awaiting(source, state, ok=True)
 
     def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
@@ -537,9 +542,9 @@ class Daemon:
             delay = max(delay, MAX_BACKOFF / 4)  # gone: ask rarely, but keep asking
         if exc is not None and exc.retry_after is not None:
             wait_s = min(exc.retry_after, RETRY_AFTER_MAX)
-            state.not_before = now + wait_s
+            state.not_before, state.hold = now + wait_s, wait_s
             delay = max(delay, wait_s)
-        state.next_due = now + delay
+        state.next_due, state.delay = now + delay, delay
 
     def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
         """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
@@ -585,7 +590,7 @@ class Daemon:
         started = time.monotonic()
         ok, written, already, error = self._flush(why)
         seconds = time.monotonic() - started
-        self.run_info.flushed(at=iso(self.clock()), why=why, ok=ok, rows=written, already=already,
+        self.run_info.flushed(at=iso(self.wall()), why=why, ok=ok, rows=written, already=already,
                               seconds=seconds, error=error)
         self.health = Health(tick=time.monotonic(), flush_ok=ok,
                              reason="ok" if ok else f"the last flush failed: {error}")

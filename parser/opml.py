@@ -8,6 +8,7 @@ gives the line numbers that the settings messages point to.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -16,6 +17,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lxml import etree
+
+# Line breaks and other control characters: in a source name they would forge lines in errors.log.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def clean_name(text: str) -> str:
+    """An outline title fit to name a source: control characters become spaces, spaces collapse."""
+    return " ".join(CONTROL_CHARACTERS.sub(" ", text).split())
 
 
 @dataclass(frozen=True)
@@ -58,10 +67,10 @@ def _walk(element, folders: tuple[str, ...], out: list[Outline]) -> None:
         if not isinstance(child.tag, str) or etree.QName(child).localname != "outline":
             continue
         attrs = {k.lower(): (v or "").strip() for k, v in child.attrib.items()}
-        label = attrs.get("title") or attrs.get("text") or ""
+        label = clean_name(attrs.get("title") or attrs.get("text") or "")
         url = attrs.get("xmlurl", "")
         if url:
-            tags = folders + tuple(t.strip() for t in attrs.get("category", "").replace("/", ",").split(",")
+            tags = folders + tuple(clean_name(t) for t in attrs.get("category", "").replace("/", ",").split(",")
                                    if t.strip())
             out.append(Outline(name=label or _name_from_url(url), url=url, tags=tuple(dict.fromkeys(tags)),
                                line=child.sourceline or 0))

@@ -18,6 +18,9 @@ _SPACES = re.compile(r"\s+")
 # Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _HTMLISH = re.compile(r"</[A-Za-z][\w-]*\s*>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+# In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
+# like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def record_hash(row: Mapping[str, Any], fields: Iterable[str], algorithm: str) -> str:
@@ -30,7 +33,29 @@ def clean_text(value: Any) -> str:
     """A string with control characters removed (they break CSV readers and PostgreSQL)."""
     if value is None:
         return ""
-    return _CONTROL.sub("", str(value)).replace("\ud800", "")
+    return safe_text(_CONTROL.sub("", str(value)))
+
+
+def safe_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so UTF-8 files and databases take it."""
+    try:
+        text.encode("utf-8")  # the common case, at C speed
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+
+
+def safe_record(record: Mapping[str, Any]) -> dict:
+    """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
+    rule every record passes before it is hashed and staged, whatever produced it."""
+    texts = "".join(v for v in record.values() if isinstance(v, str))
+    if "\x00" not in texts and safe_text(texts) is texts:  # nearly every record: checked at C speed
+        return dict(record)
+    return {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()}
+
+
+def _without_nul(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text
 
 
 def plain_text(value: Any) -> str:

@@ -22,7 +22,7 @@ from .errors import SettingsError
 from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
 from .logs import LOG_FORMATS
-from .opml import OpmlError, read_outlines
+from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
 from .source_options import (
@@ -183,7 +183,9 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
 
     check("DB_URL", lambda x: isinstance(x, str) and "://" in x, "must be an SQLAlchemy URL string")
     for name in ("STAGING_DIR", "LOG_DIR"):
-        check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path")
+        if check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path") \
+                and (blocker := _not_a_folder(_resolve(v[name], base))):
+            problems.add(name, f"must be a folder, but {blocker} is a file")
     for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE"):
         check(name, _positive_number, "must be a number of seconds above 0")
     for name in ("CONCURRENCY", "PER_HOST", "MAX_BYTES", "MAX_ITEMS", "DEAD_AFTER", "LOG_MAX_BYTES"):
@@ -263,6 +265,9 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         if not isinstance(name, str) or not name.strip():
             problems.add(where, "name must be a non-empty string")
             continue
+        if CONTROL_CHARACTERS.search(name):
+            problems.add(where, "name must not hold line breaks or other control characters"
+                         " (they would forge lines in errors.log)")
         if name in seen:
             problems.add(where, f"duplicate source name {name!r}")
         seen.add(name)
@@ -392,6 +397,15 @@ def _source_url(url: Any, base: Path) -> str | None:
         return url
     if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
         return (base / url).resolve().as_uri()
+    return None
+
+
+def _not_a_folder(path: Path) -> Path | None:
+    """The file standing where the folder, or one above it, should be (the daemon could create
+    nothing there); None when the folder exists or can be created."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
     return None
 
 

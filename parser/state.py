@@ -4,15 +4,23 @@ reads back with `run_daemon.py status` (last poll, last success, last new entry,
 
 Saved atomically (write a temp file, rename). It is saved only after the records of a poll are
 staged, so a kill can lose an ETag (one unconditional fetch more) but never records.
+
+Times are epoch seconds of the schedule clock (parser/clock.py). A wall clock set back between two
+runs would leave them far ahead; pull_back, at start, brings a due time that is further ahead than
+the delay that set it (the interval, the backoff, the Retry-After) back to now plus that delay.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+log = logging.getLogger("parser")
+SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
 HISTORY_HOURS = 7 * 24     # hourly buckets kept for the status page's plots
 TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes")
 
@@ -25,16 +33,14 @@ class SourceState:
     next_due: float = 0.0      # epoch seconds; 0 = at once
     not_before: float = 0.0    # a server's Retry-After: honoured even by --once
     last_outcome: str = ""
+    delay: float = 0.0         # seconds next_due was set ahead of its poll (interval or backoff)
+    hold: float = 0.0          # seconds of the Retry-After that set not_before
     url: str = ""              # validators belong to this address; a changed url drops them
     # Where the source is polled instead of `url` (address(), below): a permanent redirect (301/308)
     # seen on two polls in a row, and a feed found on the HTML page that `url` is.
     moved_to: str = ""
     redirect_seen: str = ""    # the last poll's permanent redirect, not yet seen twice
     feed_url: str = ""         # found in the page's <link rel="alternate">; polled from then on
-
-    def address(self) -> str:
-        """Where the next poll goes."""
-        return self.feed_url or self.moved_to or self.url
     # For the operator (parser/status.py): ISO 8601 UTC times, None until it happened.
     last_poll: str | None = None
     last_success: str | None = None
@@ -44,6 +50,10 @@ class SourceState:
     # [hour "YYYY-MM-DDTHH", new records, errors], oldest first, at most HISTORY_HOURS of them
     hourly: list[list] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
+
+    def address(self) -> str:
+        """Where the next poll goes."""
+        return self.feed_url or self.moved_to or self.url
 
     def count(self, now: float, **amounts: int) -> None:
         """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""
@@ -91,3 +101,20 @@ def save_states(path: Path, states: dict[str, SourceState]) -> None:
              for name, state in sorted(states.items())]
     tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping[str, float]) -> None:
+    """Due times further ahead of `now` than the delay that set them (the wall clock was set back
+    since they were saved) are pulled back to now plus that delay, with a parser.log line each.
+    `longest_delay` per source stands in for a state saved without its delay."""
+    for name, state in states.items():
+        delay = state.delay or longest_delay.get(name, 0.0)
+        if delay and state.next_due > now + delay + SLACK:
+            log.info("%s  next poll was due in %.0f s, beyond its %.0f s delay (the clock was set back):"
+                     " pulled back", name, state.next_due - now, delay)
+            state.next_due = now + delay
+        hold = state.hold or longest_delay.get(name, 0.0)
+        if hold and state.not_before > now + hold + SLACK:
+            log.info("%s  Retry-After hold ends in %.0f s, beyond its %.0f s (the clock was set back):"
+                     " pulled back", name, state.not_before - now, hold)
+            state.not_before = now + hold

@@ -12,7 +12,7 @@ import feedparser
 from ..charset import to_utf8
 from ..dates import looks_iso, read_date, utc_iso
 from ..errors import ParseError
-from ..record import clean_text, plain_text, title_text
+from ..record import clean_text, plain_text, safe_text, title_text
 from ..urls import canonical_url
 from . import Parsed
 
@@ -26,7 +26,9 @@ feedparser.mixin._FeedParserMixin.can_be_relative_uri = (
 TITLE_MAX = 500
 # The end of one entry, and the end of the whole document, in any namespace prefix.
 _ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
-_SURROGATES = re.compile("[\ud800-\udfff]")
+# A character reference can name a lone surrogate (&#xDC80;); feedparser's loose parser then raises
+# while encoding it, and the whole feed would be lost for one character.
+_CHAR_REF = re.compile(rb"&#(?:[xX]0*([0-9a-fA-F]{1,8})|0*([0-9]{1,10}));")
 _ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:rss|feed|rdf)\s*>\s*$", re.IGNORECASE)
 # `<link uri="at://...">https://...</link>`: feedparser takes a `uri` attribute as the href and
 # drops the text; a non-http uri is removed so the http text is the link.
@@ -55,6 +57,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         feed_headers["content-type"] = "application/xml; charset=utf-8"
     if b"uri" in body:
         body = _LINK_URI.sub(rb"\1\2", body)
+    body = _CHAR_REF.sub(_no_surrogate_ref, body)
     # A BytesIO, never the bytes themselves: feedparser treats a bare string as a path or URL to open.
     feed = feedparser.parse(io.BytesIO(body), response_headers=feed_headers)
     entries = list(feed.get("entries", []))
@@ -166,10 +169,16 @@ def _is_http(url: str) -> bool:
     return url.lower().startswith(("http://", "https://"))
 
 
+def _no_surrogate_ref(match: re.Match) -> bytes:
+    hexa, decimal = match.groups()
+    code = int(hexa, 16) if hexa else int(decimal)
+    return b"&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
+
+
 def _text(value: Any) -> str:
     """A field's text: strings (lone surrogates replaced: no database stores them), numbers; else ''."""
     if isinstance(value, str):
-        return _SURROGATES.sub("\ufffd", value)
+        return safe_text(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return ""
