@@ -34,7 +34,7 @@ from linkgen.frontier import HostFrontier
 from linkgen.harvest import PageResult, fetch_page, in_domains
 from linkgen.linkfile import MAX_ATTEMPTS, Link, Mark
 from linkgen.politeness import HostHeldError, HostPacer, Robots, host_key, polite_get
-from linkgen.templates import expand
+from linkgen.templates import expand, expand_urls
 
 from . import logs
 from .errors import FetchError, ParseError, StorageError
@@ -221,7 +221,7 @@ class JobRunner:
                 nonlocal pending_seen
                 pending_seen = pending
                 return pending > DRY_RUN_LINKS  # only the first links pass 2 would fetch are needed
-            links.add_template((made.url for made in expand(job.template, job.values, today=today)),
+            links.add_template(expand_urls(job.template, job.values, today=today),
                                chunk=TEMPLATE_CHUNK, enough=enough if self.dry_run else None)
         else:
             batch: list[Link] = []
