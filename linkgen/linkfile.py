@@ -179,11 +179,18 @@ class LinkFile:
     # -- reading links.txt as a stream --------------------------------------------------------------
     def _stream(self, index: int, offset: int | None) -> Iterator[tuple[int, str]]:
         """(line number, URL) of every link from line `index` on (at byte `offset`, when known)."""
-        for number, url, _origin, _end in self._stream_lines(index, offset):
-            yield number, url
+        for number, raw, _end in self._stream_raw(index, offset):
+            yield number, _url(raw)
 
     def _stream_lines(self, index: int, offset: int | None) -> Iterator[tuple[int, str, str, int]]:
         """(line number, URL, origin, byte offset after the line) from line `index` on."""
+        for number, raw, end in self._stream_raw(index, offset):
+            fields = raw.rstrip(b"\n").decode("utf-8", "replace").split("\t")
+            yield number, fields[0], fields[2] if len(fields) > 2 else "", end
+
+    def _stream_raw(self, index: int, offset: int | None) -> Iterator[tuple[int, bytes | str, int]]:
+        """(line number, the line's bytes, byte offset after it) from line `index` on; the read-only
+        extras come last, as (line number, URL, -1)."""
         if index < self._on_disk:
             try:
                 f = open(self.links_path, "rb")
@@ -203,11 +210,10 @@ class LinkFile:
                         if raw.startswith(b"#"):
                             continue
                         if number >= index:
-                            fields = raw.rstrip(b"\n").decode("utf-8", "replace").split("\t")
-                            yield number, fields[0], fields[2] if len(fields) > 2 else "", position
+                            yield number, raw, position
                         number += 1
         for k in range(max(index - self._on_disk, 0), len(self._extra)):
-            yield self._on_disk + k, self._extra[k], "", -1
+            yield self._on_disk + k, self._extra[k], -1
 
     def _url_index(self) -> dict[str, int]:
         """URL -> line number (the first line, should a URL be there twice): built once, on first need."""
@@ -335,14 +341,18 @@ class LinkFile:
             if code == PENDING or code == REFUSED or code == RETRY:
                 yield index, url
         index, offset = self._cursor
-        for number, url, _origin, end in self._stream_lines(index, offset):
-            if url and self._status[number] == PENDING and number not in self._again and number not in self._out:
-                if hand_out:
-                    self._out[number] = url
-                    self._cursor = (number + 1, end if end >= 0 else None)
-                yield number, url
-            elif hand_out:
+        status, again, out = self._status, self._again, self._out
+        for number, raw, end in self._stream_raw(index, offset):
+            if hand_out:
                 self._cursor = (number + 1, end if end >= 0 else None)
+            if status[number] != PENDING or number in again or number in out:
+                continue
+            url = _url(raw)
+            if not url:
+                continue
+            if hand_out:
+                out[number] = url
+            yield number, url
 
     def has_pending(self) -> bool:
         """Links to fetch now, retries not due yet aside."""
@@ -469,6 +479,14 @@ def append_lines(fd: int, text: str) -> None:
         os.fsync(fd)
     except OSError as exc:
         raise StorageError(f"cannot append to a link file: {exc.strerror or exc}") from None
+
+
+def _url(raw: bytes | str) -> str:
+    """The URL of a links.txt line (bytes), or a read-only extra (already a URL)."""
+    if isinstance(raw, str):
+        return raw
+    tab = raw.find(b"\t")
+    return raw[:tab if tab >= 0 else len(raw.rstrip(b"\n"))].decode("utf-8", "replace")
 
 
 def _one_line(text: str) -> str:
