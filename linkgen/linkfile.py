@@ -345,6 +345,8 @@ class LinkFile:
         for number, raw, end in self._stream_raw(index, offset):
             if hand_out:
                 self._cursor = (number + 1, end if end >= 0 else None)
+            elif number == index and end >= 0 and self._cursor == (index, None):
+                self._cursor = (index, end - len(raw))  # found once: later calls seek to it
             if status[number] != PENDING or number in again or number in out:
                 continue
             url = _url(raw)

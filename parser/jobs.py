@@ -23,7 +23,7 @@ import math
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -383,10 +383,10 @@ class JobRunner:
         return tried
 
     @staticmethod
-    def _pending_sample(state: JobState) -> list[str]:
-        """Some pending links, enough to tell whether one is on a host not held: the first of each host
-        among those tried before, and the next untried ones (nothing is handed out)."""
-        return [url for _, url in itertools.islice(state.links.pending(hand_out=False), PENDING_SAMPLE)]
+    def _pending_sample(state: JobState) -> Iterator[str]:
+        """Some pending links, enough to tell whether one is on a host not held: those tried before,
+        then the next untried ones (nothing is handed out; read only when a host is held)."""
+        return (url for _, url in itertools.islice(state.links.pending(hand_out=False), PENDING_SAMPLE))
 
     def _fetch_object(self, state: JobState, index: int, url: str) -> ObjectOutcome:
         """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
