@@ -10,7 +10,7 @@ export PARSER_TEST_PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 
 .PHONY: run once test lint bench clean-venv
 
-$(VENV)/.ready: requirements.txt
+$(VENV)/.ready: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt

@@ -10,7 +10,7 @@ LOG_DIR = "logs"
 POLL_INTERVAL = 600                   # seconds between polls of a source (a source may set its own)
 FLUSH_INTERVAL = 300                  # seconds between loads of the staging CSV into the database
 
-UNIQUE_FIELDS = ["link"]              # a record is a duplicate when these fields hash alike
+UNIQUE_FIELDS = "auto"                # "auto": an entry's link, else its guid or content (README, "Identity")
 DEDUP = "hashfile"                    # "hashfile", "bloom" or "off"
 
 SOURCES = [

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
-from parser.errors import StorageError
+from parser.errors import RecordRefusedError, StorageError
 
 log = logging.getLogger("parser")
 CHUNK_ROWS = 500
@@ -89,8 +89,14 @@ class Database:
                         chunk = {}
                 if chunk:
                     inserted += self._insert_chunk(conn, table, list(chunk.values()))
+        except (DataError, IntegrityError) as exc:
+            # A value the database will not hold (a NUL byte in PostgreSQL, a NULL hash): the data's
+            # fault, not the connection's, so the caller can find the record and set it aside.
+            raise RecordRefusedError(f"table {name} refused a value: {_short(exc)}") from None
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot write to table {name}: {_short(exc)}") from None
+        except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
+            raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
         return inserted
 
     def _insert_chunk(self, conn: sa.Connection, table: sa.Table, rows: list[dict]) -> int:

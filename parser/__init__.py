@@ -3,3 +3,5 @@
 The data flows one way: source -> fetch -> parse (protocol adapter) -> record ->
 uniqueness check -> staging CSV -> flush -> database.
 """
+
+__version__ = "0.3.0"  # the one place the version is written (pyproject.toml reads it from here)

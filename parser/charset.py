@@ -13,7 +13,10 @@ which turns every other non-ASCII character into mojibake. So the adapters ask h
    that decode the bytes without error, or failing that their wider relative (GB2312 as GB18030,
    Shift_JIS as windows-31j, ...); when header and prolog disagree and both fit, charset_normalizer picks;
 4. a body that is mostly UTF-8 with a few bad bytes keeps its UTF-8, the bad bytes become U+FFFD;
-5. anything else is guessed by charset_normalizer, and windows-1252 is the last resort.
+5. anything else: the code page of the language the document declares (`<language>pt-br</language>`,
+   `xml:lang`, `<html lang>`) when its bytes fit it, else charset_normalizer's guess, where windows-1252
+   (what browsers assume for unlabelled text) wins a tie; windows-1252 is the last resort. A short
+   Portuguese text scores the same as Czech, Baltic or Cyrillic code pages: the language decides.
 
 Every choice that overrides a declaration, or replaces bytes, comes back as a warning for errors.log.
 """
@@ -34,6 +37,19 @@ WIDER = {"gb2312": "gb18030", "gbk": "gb18030", "big5": "big5hkscs", "shift_jis"
          "euc_jp": "euc_jis_2004"}
 _PROLOG = re.compile(rb"""^\s*<\?xml[^>]{0,200}?encoding\s*=\s*["']([A-Za-z0-9._:-]{1,40})["']""")
 _META = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
+# A document's declared language, near its start: RSS <language> (or dc:language), xml:lang, <html lang>.
+_LANGUAGE = re.compile(rb"""<(?:[\w.-]+:)?language>\s*([A-Za-z]{2,3})\b|xml:lang\s*=\s*["']([A-Za-z]{2,3})\b|"""
+                       rb"""<html\b[^>]{0,200}?\blang\s*=\s*["']?([A-Za-z]{2,3})\b""", re.IGNORECASE)
+# The single-byte code page each language is written in when nothing is declared (the Windows ones, as
+# browsers read them). Languages of multi-byte encodings are left to the detector.
+_CODE_PAGE = {
+    **dict.fromkeys(("af", "ca", "da", "de", "en", "es", "eu", "fi", "fo", "fr", "ga", "gl", "id", "is", "it",
+                     "ms", "nb", "nl", "nn", "no", "pt", "sq", "sv", "sw"), "cp1252"),
+    **dict.fromkeys(("bs", "cs", "hr", "hu", "pl", "ro", "sk", "sl"), "cp1250"),
+    **dict.fromkeys(("be", "bg", "mk", "ru", "sr", "uk"), "cp1251"),
+    "el": "cp1253", "tr": "cp1254", "az": "cp1254", "he": "cp1255", "ar": "cp1256", "fa": "cp1256",
+    "ur": "cp1256", "et": "cp1257", "lt": "cp1257", "lv": "cp1257", "vi": "cp1258", "th": "cp874",
+}
 _CHARSET = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
 # UTF-16/32 without a BOM and EBCDIC: the XML prolog's first bytes in those encodings.
 _WIDE_STARTS = (b"\x00\x00\x00<", b"<\x00\x00\x00", b"\x00<\x00?", b"<\x00?\x00", b"\x4c\x6f\xa7\x94")
@@ -115,12 +131,16 @@ def to_utf8(body: bytes, content_type: str = "") -> Decoded:
         result = _decoded(text, "utf-8")
         result.warnings.append(f"invalid UTF-8: {bad} byte sequence{'s' if bad != 1 else ''} replaced by U+FFFD")
         return result
-    codec = _guess(body) or "cp1252"
+    language, by_language = declared_language(body), None
+    if language and _CODE_PAGE.get(language) and _fits(body, [_CODE_PAGE[language]]):
+        by_language = _CODE_PAGE[language]
+    codec = by_language or _guess(body) or "cp1252"
     result = _decoded(body.decode(codec, "replace"), codec)
     labels = " and ".join(repr(x) for x in dict.fromkeys((header_label, prolog_label)) if x)
     said = f"declared charset {labels} does not fit the bytes" if labels else \
         "no charset declared and the bytes are not UTF-8"
-    result.warnings.append(f"{said}; read as {codec} (detected)")
+    how = f"the document's language {language!r}" if by_language else "detected"
+    result.warnings.append(f"{said}; read as {codec} ({how})")
     return result
 
 
@@ -145,9 +165,25 @@ def _best_of(body: bytes, candidates: list[str]) -> str:
     return name if name in candidates else candidates[0]
 
 
+def declared_language(body: bytes) -> str | None:
+    """The primary language subtag ('pt' of 'pt-br') a document declares near its start, lower case."""
+    match = _LANGUAGE.search(body[:4096])
+    if not match:
+        return None
+    return next(g for g in match.groups() if g).decode("ascii").lower()
+
+
 def _guess(body: bytes) -> str | None:
-    best = from_bytes(body[:65536]).best()
-    return codec_name(best.encoding) if best else None
+    """charset_normalizer's pick; among readings it scores exactly alike, windows-1252 (the guess of
+    browsers for unlabelled text), so a short Western text is not read as Czech or Baltic."""
+    results = from_bytes(body[:65536])
+    best = results.best()
+    if best is None:
+        return None
+    tied = [m for m in results if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+    if any(codec_name(m.encoding) == "cp1252" for m in tied):
+        return "cp1252"
+    return codec_name(best.encoding)
 
 
 def _disagree(header_label: str | None, prolog_label: str | None, used: str) -> str:

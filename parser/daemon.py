@@ -14,31 +14,42 @@ import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 from typing import TextIO
+from urllib.parse import urlsplit
 
 from db.store import Database
 
 from . import logs
 from .adapters import Parsed
+from .clock import ScheduleClock, wall
+from .control import ControlBox, Request
 from .dedup import open_uniqueness
-from .errors import FetchError, ParseError, StorageError
+from .errors import FetchError, ParseError, SettingsError, StorageError
 from .fetch import Fetcher, FetchResult
 from .fulltext import FullText, remember_path
+from .identity import Identity
 from .inbox import Inbox
 from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
 from .poll import Poller
 from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
-from .settings import Settings, Source
+from .runinfo import Health, RunInfo, daemon_status_path
+from .settings import Settings, Source, load_settings
 from .sink import Sink, print_records, select_new
-from .state import SourceState, load_states, save_states
+from .state import SourceState, iso, load_states, pull_back, save_states
 from .urls import redact_url
 
 log = logging.getLogger("parser")
+# SIGHUP (Daemon.reload): the settings a running daemon takes over from a re-read params file; the
+# others were built into the database, staging, fetcher, jobs or listener and wait for a restart.
+RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_items", "notes")
+RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
 MAX_BACKOFF = 24 * 3600.0
 RETRY_AFTER_MAX = 24 * 3600.0
+CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/control.py) while idle
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,7 @@ class CycleSummary:
     errors: int = 0
     new: int = 0
     duplicates: int = 0
+    fetch_bytes: int = 0
 
 
 def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
@@ -84,11 +96,13 @@ def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
 
 class Daemon:
     def __init__(self, settings: Settings, options: RunOptions, *, stop: threading.Event | None = None,
-                 clock: Callable[[], float] = time.time, out: TextIO = sys.stdout):
+                 clock: Callable[[], float] | None = None, out: TextIO = sys.stdout):
         self.settings = settings
         self.options = options
         self.stop = stop or threading.Event()
-        self.clock = clock
+        # Scheduling counts with the monotonic clock (parser/clock.py); what is written down, by the wall.
+        self.clock = clock or ScheduleClock()
+        self.wall = clock or wall
         self.out = out
         self.sources = select_sources(settings, options.sources)
         self.link_jobs = select_jobs(settings, options.jobs)
@@ -110,18 +124,33 @@ class Daemon:
         self.sink: Sink | None = None
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
         self.dry_run_seen: set[str] = set()
+        self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
+        self.dry_run_identity = Identity(settings.unique_fields, settings.hash)
+        # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
+        # them (a podcast's show page) is not identified by that link either (parser/identity.py).
+        self.feed_links: dict[str, tuple[str, ...]] = {}
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
         self.pool: ThreadPoolExecutor | None = None
+        self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between cycles
+        # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests (parser/control.py),
+        # and the status page (parser/statuspage.py), which reads files and `self.health` only.
+        self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
+        self.health = Health(tick=time.monotonic(), flush_ok=True, reason="starting")
+        self.control: ControlBox | None = None
+        self.awaiting: dict[str, list[Request]] = {}  # source name -> requests answered after its poll
+        self.status_page = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def run(self) -> int:
         """Run until stopped (or one cycle with --once); return the process exit code."""
         s = self.settings
         if self.options.dry_run:
-            logs.setup(None)
+            logs.setup(None, log_format=s.log_format)
         else:
-            logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups)
+            logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups, log_format=s.log_format)
+        self._log_params(s)  # first: which file, so a daemon started in the wrong folder says so
+        if not self.options.dry_run:
             self.lock.acquire()
         try:
             self._open()
@@ -149,22 +178,33 @@ class Daemon:
                 self.jobs.open()
             return
         self.states = load_states(self.state_path)
+        pull_back(self.states, self.clock(),
+                  {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
         self.db = Database(s.db_url)
         self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
         if self.listened and not self.options.once:
-            from .webhook import open_listener
+            from .push import open_listener
             self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
         if self.link_jobs:
             self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
                                   clock=self.clock, once=self.options.once, links_only=self.options.links_only)
             self.jobs.open()
+        if not self.options.once:
+            self.control = ControlBox(s.staging_dir)
+            if s.status_listen:
+                from .statuspage import open_status_page
+                self.status_page = open_status_page(s, lambda: self.health)
+                self.run_info.status_listen = self.status_page.base_url
+        self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
                  redact_url(s.db_url), os.getpid())
 
     def _close(self) -> None:
+        if self.status_page:
+            self.status_page.close()
         if self.listener:
             self.listener.close()
         if self.pool:
@@ -177,6 +217,9 @@ class Daemon:
             self.jobs.close()
         if self.db:
             self.db.close()
+        if self.sink:  # opened, so the lock is ours and daemon.json is this run's
+            self.run_info.running = False
+            self._save_run_info()
         self.lock.release()
 
     def _loop(self) -> int:
@@ -184,6 +227,7 @@ class Daemon:
         flush_ok = self.flush("start") if not self.options.dry_run else True  # a crash's leftovers first
         next_flush = self.clock() + s.flush_interval
         while not self.stop.is_set():
+            self._apply_control()
             due = self._due_sources()
             if due:
                 self.run_cycle(due)
@@ -194,8 +238,10 @@ class Daemon:
                 break
             if self.clock() >= next_flush:
                 self.flush("interval")
-                next_flush = self.clock() + s.flush_interval
-            self.stop.wait(self._seconds_until_next(next_flush))
+                next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
+            self._idle(self._seconds_until_next(next_flush))
+            if self.reload_requested.is_set():
+                self.reload()
         if self.options.dry_run:
             return 0
         flush_ok = self.flush("stop" if not self.options.once else "once")
@@ -203,6 +249,114 @@ class Daemon:
             log.info("stopped on signal; staged records flushed" if flush_ok else
                      "stopped on signal; the flush failed, records stay in staging")
         return 0 if flush_ok or not self.options.once else 1
+
+    def _idle(self, seconds: float) -> None:
+        """Wait until the next poll or flush, or a stop, or a control request; the loop stays alive."""
+        deadline = time.monotonic() + seconds
+        while not self.stop.is_set():
+            self.health = Health(tick=time.monotonic(), flush_ok=self.health.flush_ok, reason=self.health.reason)
+            left = deadline - time.monotonic()
+            if left <= 0 or self.reload_requested.is_set() or (self.control and self.control.waiting()):
+                return
+            self.stop.wait(min(left, CONTROL_TICK))
+
+    def _apply_control(self) -> None:
+        """Main thread: `reset SOURCE` and `poll SOURCE` from the operator (parser/control.py)."""
+        if self.control is None or not self.control.waiting():
+            return
+        now = self.clock()
+        by_name = {s.name: s for s in self.sources}
+        for request in self.control.take():
+            self.run_info.add(control_requests=1)
+            source = by_name.get(request.source)
+            if source is None:
+                self.control.answer(request, ok=False, done=True, code=2, message=self._not_polled(request.source))
+                continue
+            state = self._state(source)
+            if request.verb == "reset":
+                log.info("%s  reset by the operator: %d failures cleared, polled now", source.name, state.failures)
+                state.failures, state.dead, state.not_before = 0, False, 0.0
+            elif state.not_before > now:
+                self.control.answer(request, ok=False, done=True, message=f"{source.name} is held until "
+                                    f"{iso(state.not_before)} at the server's request (Retry-After); "
+                                    f"`reset {source.name}` polls it anyway")
+                continue
+            else:
+                log.info("%s  poll requested by the operator", source.name)
+            state.next_due = now
+            self.awaiting.setdefault(source.name, []).append(request)
+            self.control.answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")
+
+    def _not_polled(self, name: str) -> str:
+        source = next((s for s in self.settings.sources if s.name == name), None)
+        if source is None:
+            return f"no source named {name!r} in {self.settings.params_path}"
+        if source.protocol == "webhook":
+            return f"{name} is a webhook source: it is never polled, its records are delivered"
+        if not source.enabled:
+            return f"{name} is disabled in {self.settings.params_path.name} (enabled=False)"
+        return f"{name} is not polled by this daemon (it was started with --source or --job)"
+
+    def _answer_awaiting(self, source: Source, state: SourceState, ok: bool) -> None:
+        for request in self.awaiting.pop(source.name, []):
+            self.control.answer(request, ok=ok, done=True, message=f"{request.verb} {source.name}: "
+                                f"{state.last_outcome or 'polled'}")
+
+    def _save_run_info(self) -> None:
+        if not self.options.dry_run:
+            self.run_info.save(daemon_status_path(self.settings.staging_dir), iso(self.wall()))
+
+    # -- settings -----------------------------------------------------------------------------
+    @staticmethod
+    def _log_params(s: Settings) -> None:
+        log.info("params: %s", s.params_path)
+        for note in s.notes:
+            log.info("params: %s", note)
+
+    def request_reload(self) -> None:
+        """From the SIGHUP handler: only a flag, the main thread reloads."""
+        self.reload_requested.set()
+
+    def reload(self) -> bool:
+        """Read the params file again. A good file applies at once (sources added, removed or changed,
+        intervals, FLUSH_INTERVAL, DEAD_AFTER); a bad one is refused and the running settings stay.
+        What the open database, staging, fetcher and listener were built from needs a restart."""
+        self.reload_requested.clear()
+        old = self.settings
+        try:
+            new = load_settings(old.params_path)
+            sources = select_sources(new, self.options.sources)
+        except (SettingsError, ValueError) as exc:
+            logs.error_line("params", str(old.params_path), f"SIGHUP: refused, the running settings stay: {exc}")
+            log.info("params: SIGHUP: %s refused, the running settings stay", old.params_path,
+                     extra=logs.ALSO_IN_ERRORS)
+            return False
+        if (self.options.jobs or self.options.links_only) and not self.options.sources:
+            sources = []  # as in __init__: --job alone runs no feeds
+        restart = [name.upper() for name in RESTART_TO_APPLY if getattr(new, name) != getattr(old, name)]
+        self.settings = replace(old, **{name: getattr(new, name) for name in RELOADABLE})
+        before = {src.name: src for src in self.listened + self.sources}
+        listened = [src for src in sources if src.protocol in ("webhook", "websub")]
+        if listened != self.listened:
+            restart.append("webhook and websub sources (the listener's)")
+        self.sources = [src for src in sources if src.protocol != "webhook"]
+        if any(src.full_text for src in self.sources) and self.poller is not None and self.poller.full_text is None:
+            restart.append("full_text")
+        after = {src.name: src for src in listened + self.sources}
+        added = [n for n in after if n not in before]
+        removed = [n for n in before if n not in after]
+        changed = [n for n in after if n in before and after[n] != before[n]]
+        for name in changed:
+            state = self._state(after[name])  # a new url drops the old address's validators and redirects
+            # A shorter interval counts from now, not from the next poll the old one planned.
+            state.next_due = min(state.next_due, self.clock() + after[name].interval)
+        log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
+                 old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
+                 ", ".join(changed) or "none",
+                 f"; a restart is needed for {', '.join(restart)}" if restart else "")
+        for note in new.notes:
+            log.info("params: %s", note)
+        return True
 
     def _due_sources(self) -> list[Source]:
         now = self.clock()
@@ -239,7 +393,8 @@ class Daemon:
         pending: dict[Future, Source] = {}
         for source in due:
             state = self._state(source)
-            pending[self.pool.submit(self._poll, source, state.etag, state.last_modified)] = source
+            pending[self.pool.submit(self._poll, self._polled(source, state), state.etag,
+                                     state.last_modified)] = source
         while pending and not self.stop.is_set():
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
@@ -249,15 +404,31 @@ class Daemon:
                 except Exception as exc:  # a bug in a worker is that source's error, not the daemon's
                     outcome = PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}")
                     log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
+                outcome.source = source  # as params.py has it, not the address it was polled at
                 self._absorb(outcome, summary)
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
         if not self.options.dry_run:
             save_states(self.state_path, self.states)
+            self.run_info.add(polls=summary.polled, errors=summary.errors, new=summary.new,
+                              duplicates=summary.duplicates, not_modified=summary.not_modified,
+                              fetch_bytes=summary.fetch_bytes)
+            self._save_run_info()
         log.info("cycle: %d sources in %.2f s: %d new records, %d duplicates, %d not modified, %d errors",
                  summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
                  summary.not_modified, summary.errors)
         return summary
+
+    @staticmethod
+    def _polled(source: Source, state: SourceState) -> Source:
+        """The source as it is polled: at its new address after a permanent redirect or a discovered
+        feed; the credentials it was given go only to its own server (as fetch.py does on redirects)."""
+        address = state.address()
+        if address == source.url:
+            return source
+        if urlsplit(address)[:2] != urlsplit(source.url)[:2]:
+            return replace(source, url=address, headers=MappingProxyType({}), auth=None)
+        return replace(source, url=address)
 
     def _poll(self, source: Source, etag: str | None, last_modified: str | None) -> PollOutcome:
         """Worker thread: fetch and parse one source. Touches no shared state."""
@@ -266,7 +437,7 @@ class Daemon:
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
             outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.clock))
+                                                              fetched=now_iso(self.wall))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
         except ParseError as exc:
@@ -282,58 +453,104 @@ class Daemon:
             self._print_dry_run(outcome)
             return
         state = self._state(source)
+        state.last_poll = iso(now)
         if outcome.error is not None:
             self._failed(source, state, outcome, now)
             summary.errors += 1
+            state.count(now, polls=1, errors=1)
+            self._answer_awaiting(source, state, ok=False)
             return
         result = outcome.result
-        if result.moved_to:
-            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(result.moved_to)}"
-                            " (update its url in params.py)")
-            log.info("%s  moved permanently to %s", source.name, redact_url(result.moved_to))
+        state.last_status, state.last_success = result.status, iso(now)
+        summary.fetch_bytes += len(result.body)
+        state.count(now, polls=1, bytes=len(result.body))
+        self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
             summary.not_modified += 1
             state.last_outcome = "304"
+            state.count(now, not_modified=1)
         else:
-            staged = self.sink.stage(outcome.parsed.records)  # StorageError here is critical: let it rise
+            links = self._feed_links(source, outcome)
+            staged = self.sink.stage(outcome.parsed.records, links)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
+            for note in outcome.parsed.notes:
+                if (source.name, note) not in self.noted:
+                    self.noted.add((source.name, note))
+                    log.info("%s  %s", source.name, note)
             log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
                      outcome.seconds, outcome.parsed.kind)  # kind: what the body was found to be
             summary.new += len(staged.new)
             summary.duplicates += staged.duplicates
             state.last_outcome = f"new {len(staged.new)}"
+            state.count(now, new=len(staged.new), duplicates=staged.duplicates)
+            if staged.new:
+                state.last_new = iso(now)
             # Validators are kept only now that the records they cover are staged.
             state.etag, state.last_modified = result.etag, result.last_modified
         if state.failures >= self.settings.dead_after:
             log.info("%s  back after %d failures", source.name, state.failures)
-        state.failures = 0
-        state.next_due = now + source.interval
+        state.failures, state.dead = 0, False
+        state.next_due, state.delay = now + source.interval, source.interval
+        self._answer_awaiting(source, state, ok=True)
+
+    def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
+                        parsed: Parsed | None) -> None:
+        """A 301/308 seen on two polls in a row moves the source for good (one redirect may be a
+        server's mistake); a feed found on the source's HTML page is polled from then on."""
+        if parsed is not None and parsed.feed_url:
+            state.feed_url = parsed.feed_url
+            log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
+                     redact_url(parsed.feed_url))
+        if not result.moved_to:
+            state.redirect_seen = ""
+            return
+        target = redact_url(result.moved_to)
+        if state.redirect_seen != result.moved_to:
+            state.redirect_seen = result.moved_to
+            logs.error_line(source.name, state.address(), f"moved permanently to {target}; polled there from"
+                            " now on if the next poll says so too")
+            return
+        state.redirect_seen = ""
+        if state.feed_url:  # the redirect was the feed's (a discovered one), not the page's
+            state.feed_url = result.moved_to
+        else:
+            state.moved_to = result.moved_to
+        logs.error_line(source.name, source.url, f"moved permanently to {target} (twice in a row): polled "
+                        "there from now on; update its url in params.py")
 
     def _failed(self, source: Source, state: SourceState, outcome: PollOutcome, now: float) -> None:
         state.failures += 1
+        state.last_status = outcome.fetch_error.status if outcome.fetch_error is not None else None
         state.last_outcome = f"error: {outcome.error}"
-        logs.error_line(source.name, source.url, outcome.error)
-        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds)
+        logs.error_line(source.name, state.address(), outcome.error)
+        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
         delay = source.interval
         dead_after = self.settings.dead_after
         exc = outcome.fetch_error
         if state.failures >= dead_after:
+            state.dead = True
             delay = min(source.interval * 2 ** (state.failures - dead_after + 1), max(MAX_BACKOFF, source.interval))
             if state.failures == dead_after:
                 why = "gone" if exc is not None and exc.status == 410 else "dead"
                 log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, why,
-                         state.failures)
+                         state.failures, extra=logs.ALSO_IN_ERRORS)
                 logs.error_line(source.name, source.url, f"marked {why} after {state.failures} failures in a "
                                 f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
         elif exc is not None and exc.status == 410:
             delay = max(delay, MAX_BACKOFF / 4)  # gone: ask rarely, but keep asking
         if exc is not None and exc.retry_after is not None:
             wait_s = min(exc.retry_after, RETRY_AFTER_MAX)
-            state.not_before = now + wait_s
+            state.not_before, state.hold = now + wait_s, wait_s
             delay = max(delay, wait_s)
-        state.next_due = now + delay
+        state.next_due, state.delay = now + delay, delay
+
+    def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
+        """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
+        links = tuple(u for u in (outcome.parsed.home, source.url, outcome.result.url) if u)
+        self.feed_links[source.name] = links
+        return links
 
     def _print_dry_run(self, outcome: PollOutcome) -> None:
         name = outcome.source.name
@@ -343,8 +560,8 @@ class Daemon:
             print(f"# {name}: not modified", file=self.out)
         else:
             records = outcome.parsed.records
-            staged = select_new(records, self.dry_run_check, self.settings.unique_fields, self.settings.hash,
-                                self.dry_run_seen)
+            staged = select_new(records, self.dry_run_check, self.dry_run_identity, self.dry_run_seen,
+                                self._feed_links(outcome.source, outcome))
             print(f"# {name}: {len(records)} records, {len(staged.new)} new would be staged", file=self.out)
             print_records(staged.new, self.out)
         self.out.flush()
@@ -355,13 +572,33 @@ class Daemon:
             return
 
         def stage(name: str, records: list[dict]) -> None:
-            staged = self.sink.stage(records)
+            staged = self.sink.stage(records, self.feed_links.get(name, ()))
+            source = next((s for s in self.listened if s.name == name), None)
+            if source is not None:  # counted like a poll's entries, for `status` and the page
+                now, state = self.clock(), self._state(source)
+                state.last_success = state.last_poll = iso(now)
+                state.count(now, new=len(staged.new), duplicates=staged.duplicates)
+                if staged.new:
+                    state.last_new = iso(now)
             log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
         self.inbox.drain(stage)
 
     # -- flush --------------------------------------------------------------------------------
     def flush(self, why: str) -> bool:
-        """Staged records into the database; on failure they stay staged and the next flush retries."""
+        """Staged records into the database; on failure they stay staged and the next flush retries.
+        The outcome goes to daemon.json and the status page's health."""
+        started = time.monotonic()
+        ok, written, already, error = self._flush(why)
+        seconds = time.monotonic() - started
+        self.run_info.flushed(at=iso(self.wall()), why=why, ok=ok, rows=written, already=already,
+                              seconds=seconds, error=error)
+        self.health = Health(tick=time.monotonic(), flush_ok=ok,
+                             reason="ok" if ok else f"the last flush failed: {error}")
+        save_states(self.state_path, self.states)  # received (pushed) records counted since the last cycle
+        self._save_run_info()
+        return ok
+
+    def _flush(self, why: str) -> tuple[bool, int, int, str | None]:
         self._stage_received()
         # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
         # up from the hash file anyway.
@@ -373,10 +610,10 @@ class Daemon:
             pending = self.sink.staging.pending_rows()
             logs.error_line("flush", redact_url(self.settings.db_url),
                             f"{exc}; {pending} records kept in staging for the next flush")
-            log.info("flush (%s) failed: %s", why, exc)
-            return False
-        if written or already or why != "start":
+            log.info("flush (%s) failed: %s", why, exc, extra=logs.ALSO_IN_ERRORS)
+            return False, 0, 0, str(exc)
+        if written or already or why in ("stop", "once"):  # an interval with nothing to write says nothing
             log.info("flush (%s): %d rows written to items%s", why, written,
                      f", {already} already stored" if already else "")
-        return jobs_ok
+        return jobs_ok, written, already, None if jobs_ok else "a job's table could not be written (see errors.log)"
 

@@ -32,5 +32,9 @@ class StorageError(ParserError):
     """The database refused or could not be reached; the staged records are kept."""
 
 
+class RecordRefusedError(StorageError):
+    """The database refused a value of a record (not the connection): the other records can go on."""
+
+
 class LockHeldError(ParserError):
     """Another daemon already works on this staging folder."""

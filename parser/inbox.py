@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import StorageError
+from . import durable
 
 log = logging.getLogger("parser")
 KEEP_DELIVERY_IDS = 200_000  # ids older than this many deliveries are forgotten (senders retry within hours)
@@ -36,6 +36,9 @@ class Inbox:
         self.path = folder / "inbox.jsonl"
         self.ids_path = folder / "deliveries.txt"
         self._lock = threading.Lock()
+        # A line torn by a crash was never answered 2xx; cut it, or the next line would be glued to it.
+        for path in (self.path, self.ids_path):
+            durable.repair_tail(path, durable.whole_lines)
         self._seen: set[str] = set(_read_ids(self.ids_path))
         for pending in [*self._draining(), self.path]:
             for entry in _read_entries(pending):
@@ -114,22 +117,7 @@ def _key(source: str, delivery: str) -> str:
 
 
 def _append_durably(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)  # take back a partial line, so the file stays whole
-            except OSError:
-                pass
-            raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    durable.append(path, data, mode=0o600)
 
 
 def _read_entries(path: Path):

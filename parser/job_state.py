@@ -8,6 +8,7 @@ link file and harvest live in memory, and the records go to a DryRunSink, which 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -15,13 +16,18 @@ from typing import TextIO
 
 from linkgen.harvest import Harvest
 from linkgen.linkfile import LinkFile, Mark
+from linkgen.politeness import MAX_HOLD
 
 from .dedup import open_uniqueness
 from .extract import compile_selector
+from .identity import Identity
 from .job_settings import LinkJob
 from .settings import Settings
 from .sink import Sink, Staged, print_records, select_new
 from .staging import read_rows
+from .state import SLACK
+
+log = logging.getLogger("parser")
 
 
 def job_folder(staging_dir: Path, name: str) -> Path:
@@ -33,14 +39,13 @@ class DryRunSink:
     (so what is stored already is not shown), never written."""
 
     def __init__(self, job: LinkJob, settings: Settings, folder: Path, out: TextIO):
-        self.unique_fields = job.unique_fields
-        self.algorithm = settings.hash
+        self.identity = Identity(job.unique_fields, settings.hash, table=job.name)
         self.out = out
         self.dedup = open_uniqueness(settings.dedup, folder, settings.hash, "hashes", read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
 
     def stage(self, records: list[dict]) -> Staged:
-        staged = select_new(records, self.dedup, self.unique_fields, self.algorithm, self.seen)
+        staged = select_new(records, self.dedup, self.identity, self.seen)
         print_records(staged.new, self.out)
         return staged
 
@@ -72,9 +77,13 @@ class JobState:
         self.state_path = self.folder / "state.json"
         saved = self._load_state()
         self.pass1_at = float(saved.get("pass1_at", 0.0))
-        holds = saved.get("holds", {})
-        # host key ("http://host:port") -> epoch seconds before which it gets no request
+        holds, lengths = saved.get("holds", {}), saved.get("hold_seconds", {})
+        # host key ("http://host:port") -> epoch seconds before which it gets no request, and how
+        # long the server asked for (to tell a hold from a wall clock set back since it was saved)
         self.holds: dict[str, float] = {k: float(v) for k, v in holds.items()} if isinstance(holds, dict) else {}
+        self.hold_seconds: dict[str, float] = \
+            {k: float(v) for k, v in lengths.items()} if isinstance(lengths, dict) else {}
+        self._pull_back(clock())
         self.waited = 0.0  # seconds this run has waited for held hosts (bounded under --once)
 
     def _load_state(self) -> dict:
@@ -84,12 +93,28 @@ class JobState:
         except (FileNotFoundError, ValueError):
             return {}
 
+    def _pull_back(self, now: float) -> None:
+        """Times saved by a run whose clock was ahead of this one's (the wall clock was set back since):
+        a pass 1 'finished' in the future, or a hold longer than the server asked for, come back to now."""
+        if self.pass1_at > now + SLACK:
+            log.info("%s  pass 1 finished %.0f s in the future (the clock was set back): its interval counts"
+                     " from now", self.job.name, self.pass1_at - now)
+            self.pass1_at = now
+        for host, until in list(self.holds.items()):
+            longest = self.hold_seconds.get(host, MAX_HOLD)
+            if until > now + longest + SLACK:
+                log.info("%s  hold on %s ends in %.0f s, beyond its %.0f s (the clock was set back):"
+                         " pulled back", self.job.name, host, until - now, longest)
+                self.holds[host] = now + longest
+
     def _save_state(self, now: float) -> None:
         if self.dry_run:
             return
         self.holds = {host: until for host, until in self.holds.items() if until > now}
+        self.hold_seconds = {host: s for host, s in self.hold_seconds.items() if host in self.holds}
         tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pass1_at": self.pass1_at, "holds": self.holds}), encoding="utf-8")
+        tmp.write_text(json.dumps({"pass1_at": self.pass1_at, "holds": self.holds,
+                                   "hold_seconds": self.hold_seconds}), encoding="utf-8")
         os.replace(tmp, self.state_path)
 
     def pass1_finished(self, at: float) -> None:
@@ -99,7 +124,7 @@ class JobState:
     def remember_hold(self, host: str, until: float, now: float) -> None:
         """A host asked for no requests before `until` (epoch): kept for a restart or the next --once."""
         if until > self.holds.get(host, 0.0):
-            self.holds[host] = until
+            self.holds[host], self.hold_seconds[host] = until, until - now
             self._save_state(now)
 
     def pass1_due(self, now: float) -> bool:

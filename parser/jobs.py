@@ -112,7 +112,8 @@ class JobRunner:
         self.pacer = HostPacer(stop=stop)
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
         self.states: list[JobState] = []
-        self.progress = progress if progress is not None else (sys.stderr if sys.stderr.isatty() else None)
+        # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
+        self.progress = logs.progress_line(progress)
         self._progress_at = 0.0
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -145,7 +146,7 @@ class JobRunner:
             except StorageError as exc:
                 pending = state.sink.staging.pending_rows()
                 logs.error_line(state.job.name, "flush", f"{exc}; {pending} records kept in staging for the next flush")
-                log.info("flush (%s) of %s failed: %s", why, state.job.name, exc)
+                log.info("flush (%s) of %s failed: %s", why, state.job.name, exc, extra=logs.ALSO_IN_ERRORS)
                 ok = False
                 continue
             if written or already:
@@ -520,11 +521,9 @@ class JobRunner:
         if self.progress is None or time.monotonic() - self._progress_at < 0.25:
             return
         self._progress_at = time.monotonic()
-        self.progress.write(f"\r\x1b[K{text}")
-        self.progress.flush()
+        self.progress.show(text)
 
     def _end_progress(self) -> None:
         if self.progress is not None and self._progress_at:
-            self.progress.write("\r\x1b[K")
-            self.progress.flush()
+            self.progress.clear()
             self._progress_at = 0.0

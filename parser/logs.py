@@ -3,16 +3,24 @@
 - parser.log: a line per source per poll (outcome, new records, duplicates) and a line per flush.
 - errors.log: time, source, address and a one-line description of what went wrong.
 - critical.log: what stopped the daemon, with the traceback.
-Every file rotates by size. Addresses pass through redact_url, so no credential or token reaches
-a log; request headers are never logged at all.
+Every line carries its level; LOG_FORMAT "json" writes one JSON object a line instead, for log
+shippers. Every file rotates by size. Addresses pass through redact_url, so no credential or token
+reaches a log; request headers are never logged at all.
+
+The console (stderr) shows each event once: on a terminal the poll lines and the errors, under
+nohup or systemd only what needs a look. A progress line (ProgressLine) is drawn only on a terminal
+and is wiped before a log line is written, then drawn again below it.
 """
 from __future__ import annotations
 
+import json
 import logging
 import logging.handlers
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 from .urls import redact_url
 
@@ -20,17 +28,98 @@ log = logging.getLogger("parser")
 errors = logging.getLogger("parser.errors")
 critical = logging.getLogger("parser.critical")
 
+LOG_FORMATS = ("text", "json")
+# extra= for a parser.log line whose event errors.log already holds: the console shows it once.
+ALSO_IN_ERRORS = {"also_in_errors": True}
+_FILE_NAMES = {"parser": "parser", "parser.errors": "errors", "parser.critical": "critical"}
 
-class _UTCFormatter(logging.Formatter):
-    converter = time.gmtime
+
+def _utc(created: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+
+
+class _TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        # The level is joined to the time by one space, so the columns after it (split on two
+        # spaces: time, source, address, description) stay where they were.
+        super().__init__("%(asctime)s %(levelname)s  %(message)s")
 
     def formatTime(self, record, datefmt=None):  # noqa: N802 (logging's name)
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", self.converter(record.created))
+        return _utc(record.created)
 
 
-def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, console: bool = True) -> None:
+class _JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, log (parser, errors, critical), message, and for an
+    errors.log line its source and url apart; a traceback as one string."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": _utc(record.created), "level": record.levelname,
+                "log": _FILE_NAMES.get(record.name, record.name), "message": record.getMessage()}
+        for key in ("source", "url", "description"):
+            if hasattr(record, key):
+                line[key] = getattr(record, key)
+        if record.exc_info:
+            line["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+class _Console(logging.StreamHandler):
+    """stderr, shared with the progress line: a log line first wipes the progress line, and the
+    progress line is drawn again after it, so the two never run into each other."""
+
+    def __init__(self, stream: TextIO):
+        super().__init__(stream)
+        self.progress = ""
+        self.wipe = stream.isatty()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "also_in_errors", False):
+            return  # errors.log's line for this event reaches the console already
+        with _console_lock:
+            if self.wipe and self.progress:
+                self.stream.write("\r\x1b[K")
+            super().emit(record)
+            if self.wipe and self.progress:
+                self.stream.write(self.progress)
+                self.stream.flush()
+
+
+_console_lock = threading.RLock()
+_console: _Console | None = None
+
+
+class ProgressLine:
+    """A one-line status on a terminal (a harvest's counts), redrawn in place; None off a terminal."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+
+    def show(self, text: str) -> None:
+        with _console_lock:
+            if _console is not None and _console.stream is self.stream:
+                _console.progress = text
+            self.stream.write(f"\r\x1b[K{text}")
+            self.stream.flush()
+
+    def clear(self) -> None:
+        with _console_lock:
+            if _console is not None and _console.stream is self.stream:
+                _console.progress = ""
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def progress_line(stream: TextIO | None = None) -> ProgressLine | None:
+    """A ProgressLine on stderr when it is a terminal; None (no progress at all) otherwise."""
+    stream = stream or sys.stderr
+    return ProgressLine(stream) if stream.isatty() else None
+
+
+def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, console: bool = True,
+          log_format: str = "text") -> None:
     """Route the three loggers to their files under log_dir (None: console only, for --dry-run)."""
-    fmt = _UTCFormatter("%(asctime)s  %(message)s")
+    global _console
+    fmt = _JsonFormatter() if log_format == "json" else _TextFormatter()
     for logger in (log, errors, critical):
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
@@ -44,8 +133,9 @@ def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, 
                                                            backupCount=backups, encoding="utf-8")
             handler.setFormatter(fmt)
             logger.addHandler(handler)
+    _console = None
     if console:
-        stream = logging.StreamHandler(sys.stderr)
+        stream = _console = _Console(sys.stderr)
         stream.setFormatter(fmt)
         # On a terminal show the poll lines too; under nohup or systemd only what needs a look.
         stream.setLevel(logging.INFO if sys.stderr.isatty() else logging.WARNING)
@@ -54,7 +144,9 @@ def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, 
 
 
 def error_line(source: str, url: str, description: str) -> None:
-    errors.error("%s  %s  %s", source, redact_url(url), _one_line(description))
+    url, description = redact_url(url), _one_line(description)
+    errors.error("%s  %s  %s", source, url, description,
+                 extra={"source": source, "url": url, "description": description})
 
 
 def critical_line(message: str, exc: BaseException | None = None) -> None:

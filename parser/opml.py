@@ -1,17 +1,30 @@
 """SOURCES_OPML: the outlines of an OPML subscription list (as feed readers export it) become feed
 sources. An outline with an xmlUrl is a feed; the outlines around it (a reader's folders) become
-its tags. Names are the outline's title (or text), which must be unique like any source name.
+its tags. Names are the outline's title (or text); parser/settings.py makes them unique.
+`export-opml` goes the other way (write_opml): the feed sources as OPML 2.0, read back the same.
 
 lxml (already a dependency) reads the file: an OPML list is a flat set of attributes, and lxml
 gives the line numbers that the settings messages point to.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from lxml import etree
+
+# Line breaks and other control characters: in a source name they would forge lines in errors.log.
+CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def clean_name(text: str) -> str:
+    """An outline title fit to name a source: control characters become spaces, spaces collapse."""
+    return " ".join(CONTROL_CHARACTERS.sub(" ", text).split())
 
 
 @dataclass(frozen=True)
@@ -54,10 +67,10 @@ def _walk(element, folders: tuple[str, ...], out: list[Outline]) -> None:
         if not isinstance(child.tag, str) or etree.QName(child).localname != "outline":
             continue
         attrs = {k.lower(): (v or "").strip() for k, v in child.attrib.items()}
-        label = attrs.get("title") or attrs.get("text") or ""
+        label = clean_name(attrs.get("title") or attrs.get("text") or "")
         url = attrs.get("xmlurl", "")
         if url:
-            tags = folders + tuple(t.strip() for t in attrs.get("category", "").replace("/", ",").split(",")
+            tags = folders + tuple(clean_name(t) for t in attrs.get("category", "").replace("/", ",").split(",")
                                    if t.strip())
             out.append(Outline(name=label or _name_from_url(url), url=url, tags=tuple(dict.fromkeys(tags)),
                                line=child.sourceline or 0))
@@ -67,3 +80,27 @@ def _walk(element, folders: tuple[str, ...], out: list[Outline]) -> None:
 def _name_from_url(url: str) -> str:
     parts = urlsplit(url)
     return (parts.netloc + parts.path).rstrip("/") or url
+
+
+def write_opml(sources: Iterable[Any], *, title: str) -> str:
+    """OPML 2.0 for `sources` (anything with name, url, tags): the first tag is the folder, the others
+    go into `category`, so read_outlines gives the same names, addresses and tags back."""
+    root = etree.Element("opml", version="2.0")
+    head = etree.SubElement(root, "head")
+    etree.SubElement(head, "title").text = title
+    etree.SubElement(head, "dateCreated").text = formatdate(usegmt=True)
+    body = etree.SubElement(root, "body")
+    folders: dict[str, Any] = {}
+    for source in sources:
+        tags = list(source.tags)
+        parent = body
+        if tags:
+            folder = tags.pop(0)
+            if folder not in folders:
+                folders[folder] = etree.SubElement(body, "outline", text=folder, title=folder)
+            parent = folders[folder]
+        outline = etree.SubElement(parent, "outline", type="rss", text=source.name, title=source.name,
+                                   xmlUrl=source.url)
+        if tags:
+            outline.set("category", ",".join(tags))
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True).decode("utf-8")

@@ -9,8 +9,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .adapters import Parsed, parse_body
+from .adapters import Parsed, newest, parse_body
 from .adapters import json_api as api
+from .discover import feed_links, looks_like_html
 from .errors import FetchError, ParseError
 from .fetch import Fetcher, FetchResult
 from .fulltext import FullText
@@ -39,11 +40,42 @@ class Poller:
             self._wait_for_rate(source, first=True)
             result = self.fetcher.get(source.url, headers=api.request_headers(source), etag=etag,
                                       last_modified=last_modified)
-            parsed = None if result.not_modified else parse_body(source, result.body, url=result.url,
-                                                                 headers=result.headers, fetched=fetched)
+            parsed = None
+            if not result.not_modified:
+                result, parsed = self._parse_or_discover(source, result, fetched)
+                # max_items limits what a poll takes; pushed records are never cut
+                parsed.records = newest(parsed.records, source.max_items)
         if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
             self.full_text.enrich(source, parsed)
         return result, parsed
+
+    def _parse_or_discover(self, source: Any, result: FetchResult, fetched: str) -> tuple[FetchResult, Parsed]:
+        """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
+        the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
+        try:
+            return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched)
+        except ParseError as exc:
+            if getattr(source, "protocol", "feed") != "feed" or not looks_like_html(result.body, result.headers):
+                raise
+            links = feed_links(result.body, result.url)
+            if not links:
+                raise ParseError(f"{exc}; the page links to no feed (no <link rel=\"alternate\"> of type "
+                                 "RSS, Atom or JSON Feed)") from None
+        feed_url = links[0]
+        named = f"the page links to the feed{'s' if len(links) > 1 else ''} {', '.join(map(redact_url, links))}"
+        self._wait_for_rate(source, first=True)
+        # The source's own headers (credentials) go only to its own server, as with a redirect.
+        headers = api.request_headers(source) if api.same_origin(feed_url, source.url) else {}
+        try:
+            feed = self.fetcher.get(feed_url, headers=headers)
+            parsed = parse_body(source, feed.body, url=feed.url, headers=feed.headers, fetched=fetched)
+        except FetchError as exc:
+            raise FetchError(f"{named}; the first failed: {exc}", status=exc.status, retry_after=exc.retry_after,
+                             permanent=exc.permanent) from None
+        except ParseError as exc:
+            raise ParseError(f"{named}; the first is not a feed either: {exc}") from None
+        parsed.feed_url = feed_url
+        return feed, parsed
 
     def _wait_for_rate(self, source: Any, *, first: bool) -> bool:
         """Wait for the source's rate; False when it would take longer than max_wait (later pages).
@@ -99,7 +131,7 @@ class Poller:
                 break
             seen.add(url)
         kind = "json_api" if pages == 1 else f"json_api, {pages} pages"
-        return first, Parsed(records=records[:source.max_items], warnings=warnings, kind=kind)
+        return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
 
     @staticmethod
     def _next_url(source: Any, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:

@@ -1,16 +1,15 @@
 """The one record shape every protocol adapter produces, and the small helpers that fill it."""
 from __future__ import annotations
 
-import calendar
 import hashlib
 import re
 import time
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import lxml.html
-from dateutil import parser as dateparser
+
+from .dates import utc_iso  # noqa: F401 (the adapters' date helper, kept importable from here)
 
 # The columns of the `items` table, in order; `hash` is added by the uniqueness check.
 RECORD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
@@ -18,6 +17,10 @@ RECORD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summ
 _SPACES = re.compile(r"\s+")
 # Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_HTMLISH = re.compile(r"</[A-Za-z][\w-]*\s*>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+# In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
+# like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def record_hash(row: Mapping[str, Any], fields: Iterable[str], algorithm: str) -> str:
@@ -30,7 +33,49 @@ def clean_text(value: Any) -> str:
     """A string with control characters removed (they break CSV readers and PostgreSQL)."""
     if value is None:
         return ""
-    return _CONTROL.sub("", str(value)).replace("\ud800", "")
+    return safe_text(_CONTROL.sub("", str(value)))
+
+
+def safe_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so UTF-8 files and databases take it."""
+    try:
+        text.encode("utf-8")  # the common case, at C speed
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+
+
+def safe_record(record: Mapping[str, Any]) -> dict:
+    """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
+    rule every record passes before it is hashed and staged, whatever produced it."""
+    texts = "".join(v for v in record.values() if isinstance(v, str))
+    if "\x00" not in texts and safe_text(texts) is texts:  # nearly every record: checked at C speed
+        return dict(record)
+    return {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()}
+
+
+def _without_nul(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def plain_text(value: Any) -> str:
+    """Text that is already plain (its one decoding done): control characters out, whitespace collapsed."""
+    return _SPACES.sub(" ", clean_text(value)).strip()
+
+
+def looks_like_html(text: str) -> bool:
+    """feedparser's guess for text whose type nobody declared (RSS, JSON): a closing tag or an entity
+    reference makes it HTML; a lone `<br>` or `a < b` in a title is taken as the characters."""
+    return bool(_HTMLISH.search(text))
+
+
+def title_text(value: Any, kind: str = "guess") -> str:
+    """A title (or summary) decoded exactly once: kind "html" is HTML to read as text, "text" is plain
+    already, "guess" (no type given) is HTML only when it looks like HTML."""
+    text = clean_text(value)
+    if kind == "html" or (kind == "guess" and looks_like_html(text)):
+        return html_to_text(text)
+    return plain_text(text)
 
 
 def html_to_text(value: Any) -> str:
@@ -42,30 +87,6 @@ def html_to_text(value: Any) -> str:
         except Exception:  # lxml refuses some fragments; fall back to dropping tags by pattern
             text = re.sub(r"<[^>]*>", " ", text)
     return _SPACES.sub(" ", clean_text(text)).strip()
-
-
-def utc_iso(value: Any) -> str:
-    """UTC ISO 8601 ('2024-05-20T08:30:00Z') from a struct_time, datetime, epoch number or date text.
-
-    Naive times are taken as UTC; anything unreadable gives ''.
-    """
-    if value is None or value == "":
-        return ""
-    try:
-        if isinstance(value, time.struct_time):
-            dt = datetime.fromtimestamp(calendar.timegm(value), UTC)
-        elif isinstance(value, datetime):
-            dt = value if value.tzinfo else value.replace(tzinfo=UTC)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = value / 1000 if abs(value) > 1e11 else value  # milliseconds since the epoch
-            dt = datetime.fromtimestamp(seconds, UTC)
-        else:
-            dt = dateparser.parse(str(value))
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=UTC)
-        return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (ValueError, OverflowError, OSError, TypeError, ArithmeticError):
-        return ""
 
 
 def now_iso(clock=time.time) -> str:

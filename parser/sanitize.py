@@ -1,5 +1,5 @@
 """The last step of every adapter: stored `content` is HTML cut down to a safe whitelist, `title`
-at most TITLE_MAX characters, every field a string.
+at most TITLE_MAX characters of plain text, every field a string.
 
 feedparser already sanitizes RSS and Atom; JSON Feed, JSON APIs, webhooks and extracted full text
 arrive as whatever the sender wrote, so the rule is applied here to every record alike. nh3 (the
@@ -12,7 +12,7 @@ from typing import Any
 
 import nh3
 
-from .record import RECORD_FIELDS, clean_text, html_to_text
+from .record import RECORD_FIELDS, clean_text, plain_text
 
 TITLE_MAX = 500
 
@@ -48,6 +48,8 @@ def safe_html(value: Any) -> str:
 def finish_record(record: Mapping[str, Any]) -> dict:
     """The record as it is stored: every field present as text, title capped, content sanitized."""
     out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS}
-    out["title"] = html_to_text(out["title"])[:TITLE_MAX]
+    # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
+    # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
+    out["title"] = plain_text(out["title"])[:TITLE_MAX]
     out["content"] = safe_html(out["content"])
     return out

@@ -19,8 +19,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import SettingsError
+from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
-from .opml import OpmlError, read_outlines
+from .logs import LOG_FORMATS
+from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
 from .source_options import (
@@ -70,7 +72,7 @@ class Settings:
     poll_interval: float
     flush_interval: float
     sources: tuple[Source, ...]
-    unique_fields: tuple[str, ...]
+    unique_fields: str | tuple[str, ...]  # "auto" or record fields (parser/identity.py)
     hash: str
     dedup: str
     concurrency: int
@@ -88,6 +90,9 @@ class Settings:
     webhook_listen: tuple[str, int] = ("127.0.0.1", 8787)  # protocol adapters (parser/source_options.py)
     websub_callback_base: str = ""
     full_text_timeout: float = 10.0
+    log_format: str = "text"        # "json": one JSON object a line (parser/logs.py)
+    notes: tuple[str, ...] = ()  # what the daemon logs at start about how the settings were read
+    status_listen: tuple[str, int] | None = None  # the status page and /metrics (parser/statuspage.py); None: off
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -98,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
     "POLL_INTERVAL": 600,
     "FLUSH_INTERVAL": 300,
     "SOURCES": [],
-    "UNIQUE_FIELDS": ["link"],
+    "UNIQUE_FIELDS": "auto",
     "HASH": "sha224",
     "DEDUP": "hashfile",
     "CONCURRENCY": 32,
@@ -117,6 +122,8 @@ DEFAULTS: dict[str, Any] = {
     "WEBSUB_CALLBACK_BASE": "",
     "SOURCES_OPML": None,
     "FULL_TEXT_TIMEOUT": 10,
+    "LOG_FORMAT": "text",
+    "STATUS_LISTEN": None,
 }
 
 
@@ -176,28 +183,34 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
 
     check("DB_URL", lambda x: isinstance(x, str) and "://" in x, "must be an SQLAlchemy URL string")
     for name in ("STAGING_DIR", "LOG_DIR"):
-        check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path")
+        if check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path") \
+                and (blocker := _not_a_folder(_resolve(v[name], base))):
+            problems.add(name, f"must be a folder, but {blocker} is a file")
     for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE"):
         check(name, _positive_number, "must be a number of seconds above 0")
     for name in ("CONCURRENCY", "PER_HOST", "MAX_BYTES", "MAX_ITEMS", "DEAD_AFTER", "LOG_MAX_BYTES"):
         check(name, _positive_int, "must be a whole number above 0")
     for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
         check(name, lambda x: _int(x) and x >= 0, "must be a whole number, 0 or more")
+    check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "", "must be a non-empty string")
     unique = check("UNIQUE_FIELDS",
-                   lambda x: isinstance(x, (list, tuple)) and len(x) > 0 and all(f in RECORD_FIELDS for f in x),
-                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)})")
+                   lambda x: x == AUTO or (isinstance(x, (list, tuple)) and len(x) > 0
+                                           and all(f in RECORD_FIELDS for f in x)),
+                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)}) or \"auto\"")
     if isinstance(v["DEADLINE"], (int, float)) and isinstance(v["TIMEOUT"], (int, float)) \
             and v["DEADLINE"] < v["TIMEOUT"]:
         problems.add("DEADLINE", f"must be at least TIMEOUT ({v['TIMEOUT']}), got {v['DEADLINE']!r}")
 
     sources = _check_sources(v["SOURCES"], v, base, problems)
     listen = _check_protocol_settings(v, problems)
-    sources += _opml_sources(v, base, sources, problems)
+    notes: list[str] = []  # logged at start: what was read differently from what the file says
+    sources += _opml_sources(v, base, sources, problems, notes)
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
+    status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     problems.raise_if_any()
 
     return Settings(
@@ -208,7 +221,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         poll_interval=float(v["POLL_INTERVAL"]),
         flush_interval=float(v["FLUSH_INTERVAL"]),
         sources=tuple(sources),
-        unique_fields=tuple(unique),
+        unique_fields=unique if unique == AUTO else tuple(unique),
         hash=v["HASH"],
         dedup=v["DEDUP"],
         concurrency=v["CONCURRENCY"],
@@ -226,6 +239,9 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         webhook_listen=listen,
         websub_callback_base=v["WEBSUB_CALLBACK_BASE"].rstrip("/"),
         full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
+        notes=tuple(notes),
+        log_format=v["LOG_FORMAT"],
+        status_listen=status_listen,
     )
 
 
@@ -249,6 +265,9 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         if not isinstance(name, str) or not name.strip():
             problems.add(where, "name must be a non-empty string")
             continue
+        if CONTROL_CHARACTERS.search(name):
+            problems.add(where, "name must not hold line breaks or other control characters"
+                         " (they would forge lines in errors.log)")
         if name in seen:
             problems.add(where, f"duplicate source name {name!r}")
         seen.add(name)
@@ -300,8 +319,26 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
     return listen
 
 
-def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems) -> list[Source]:
-    """SOURCES_OPML: each feed outline of the file becomes a feed source; names must stay unique."""
+def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: list[Source],
+                         problems: _Problems) -> tuple[str, int] | None:
+    """STATUS_LISTEN: None (off) or 'host:port'; not the webhook listener's port when that one is used."""
+    if value is None:
+        return None
+    try:
+        listen = parse_listen(value)
+    except ValueError:
+        problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
+        return None
+    pushed = any(s.protocol in ("webhook", "websub") for s in sources)
+    if pushed and listen[1] != 0 and listen[1] == webhook_listen[1]:
+        problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
+    return listen
+
+
+def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems,
+                  notes: list[str]) -> list[Source]:
+    """SOURCES_OPML: each feed outline of the file becomes a feed source. Two outlines with one title
+    and two feeds get unique names (" (2)"); one feed listed twice is polled once. Either is a note."""
     raw = v["SOURCES_OPML"]
     if raw is None:
         return []
@@ -315,19 +352,35 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
         problems.add("SOURCES_OPML", str(exc))
         return []
     names = {s.name: "SOURCES" for s in sources}
+    urls = {(s.name, s.url) for s in sources}
+    taken: dict[str, str] = {}  # an OPML title -> the url of its first outline
     out: list[Source] = []
     for outline in outlines:
         where = f"SOURCES_OPML ({path.name} line {outline.line}, {outline.name!r})"
-        if outline.name in names:
-            problems.add(where, f"name clash: {names[outline.name]} already has a source named {outline.name!r}"
-                         " (rename one of them)")
-            continue
-        names[outline.name] = f"{path.name} line {outline.line}"
         url = _source_url(outline.url, base)
         if url is None:
             problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
             continue
-        out.append(Source(name=outline.name, url=url, interval=float(v["POLL_INTERVAL"])
+        name = outline.name
+        if (name, url) in urls:  # the same feed twice (two folders, or also in SOURCES): one source
+            notes.append(f"{where}: the same feed as {names[name]}; polled once")
+            continue
+        if name in taken:
+            # Another reader's export may hold two feeds under one title; the user should not have
+            # to edit it. Document order decides, so the suffix is the same at every start.
+            n = 2
+            while f"{name} ({n})" in names:
+                n += 1
+            name = f"{name} ({n})"
+            notes.append(f"{where}: the title is taken by another feed; this one is named {name!r}")
+        elif name in names:
+            problems.add(where, f"name clash: {names[name]} already has a source named {name!r}"
+                         " (rename one of them)")
+            continue
+        taken.setdefault(outline.name, url)
+        names[name] = f"{path.name} line {outline.line}"
+        urls.add((outline.name, url))
+        out.append(Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
                           if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
                           max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50))
     return out
@@ -344,6 +397,15 @@ def _source_url(url: Any, base: Path) -> str | None:
         return url
     if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
         return (base / url).resolve().as_uri()
+    return None
+
+
+def _not_a_folder(path: Path) -> Path | None:
+    """The file standing where the folder, or one above it, should be (the daemon could create
+    nothing there); None when the folder exists or can be created."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
     return None
 
 

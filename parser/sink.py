@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -16,8 +16,10 @@ from typing import TextIO
 from db.store import Database
 
 from .dedup import Uniqueness, open_uniqueness
-from .errors import StorageError
-from .record import record_hash
+from .errors import RecordRefusedError, StorageError
+from .identity import Identity
+from .quarantine import set_aside
+from .record import safe_record
 from .staging import StagingFile, read_rows
 
 log = logging.getLogger("parser")
@@ -29,15 +31,20 @@ class Staged:
     duplicates: int
 
 
-def select_new(records: list[dict], dedup: Uniqueness, unique_fields: Sequence[str], algorithm: str,
-               seen: set[str] | None = None) -> Staged:
-    """Hash each record and keep, with its `hash`, those neither staged before nor already in `seen`
-    (this batch, or a dry run's earlier batches); the uniqueness check is asked once per batch."""
-    digests = [record_hash(record, unique_fields, algorithm) for record in records]
+def select_new(records: list[dict], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
+               feed_links: Iterable[str] = ()) -> Staged:
+    """Key each record (parser/identity.py: one poll's records together, `feed_links` being the feed's
+    own addresses) and keep, with its `hash`, those neither staged before nor already in `seen` (this
+    batch, or a dry run's earlier batches); the uniqueness check is asked once per batch."""
+    # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
+    # text no UTF-8 file or database can hold is made safe here, before the key is taken.
+    records = [safe_record(record) for record in records]
+    identified = identity.identify(records, feed_links)
+    digests = identified.keys
     unseen = dedup.unseen(digests)
     seen = set() if seen is None else seen
     fresh: list[dict] = []
-    for record, digest in zip(records, digests, strict=True):
+    for record, digest in zip(identified.records, digests, strict=True):
         if digest in unseen and digest not in seen:
             seen.add(digest)
             fresh.append({"hash": digest, **record})
@@ -52,21 +59,25 @@ def print_records(records: list[dict], out: TextIO) -> None:
 
 
 class Sink:
-    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: Sequence[str],
+    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str):
+        """`unique_fields`: "auto" or a list of fields (parser/identity.py)."""
         self.table = table
         self.columns = ("hash", *columns)
-        self.unique_fields = tuple(unique_fields)
-        self.algorithm = algorithm
+        self.identity = Identity(unique_fields, algorithm, table=table)
+        self.folder = staging_dir
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
 
-    def stage(self, records: list[dict]) -> Staged:
+    def stage(self, records: list[dict], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
-        staged = select_new(records, self.dedup, self.unique_fields, self.algorithm)
+        staged = select_new(records, self.dedup, self.identity, feed_links=feed_links)
         if staged.new:
-            self.staging.append(staged.new)
-            self.dedup.add(r["hash"] for r in staged.new)
+            refused: list[tuple[dict, str]] = []
+            self.staging.append(staged.new, refused)
+            for record, error in refused:
+                set_aside(self.folder, self.table, record, error)
+            self.dedup.add(r["hash"] for r in staged.new)  # a set-aside record is not asked for again
         return staged
 
     def flush(self, db: Database) -> tuple[int, int]:
@@ -78,12 +89,24 @@ class Sink:
         self.staging.rotate()
         written = already = 0
         for batch in self.staging.batches():
-            rows = list(read_rows(batch))
-            inserted = db.insert_new(self.table, self.columns, rows) if rows else 0
+            rows = [safe_record(row) for row in read_rows(batch)]  # a file staged by an older version too
+            inserted = self._insert(db, rows) if rows else 0
             os.remove(batch)
             written += inserted
             already += len(rows) - inserted
         return written, already
+
+    def _insert(self, db: Database, rows: list[dict]) -> int:
+        """Insert rows; when the database refuses a value, find the refused rows by halving (a few
+        transactions for a few bad rows among thousands), set them aside and insert the others."""
+        try:
+            return db.insert_new(self.table, self.columns, rows)
+        except RecordRefusedError as exc:
+            if len(rows) == 1:
+                set_aside(self.folder, self.table, rows[0], str(exc))
+                return 0
+        middle = len(rows) // 2
+        return self._insert(db, rows[:middle]) + self._insert(db, rows[middle:])
 
     def save(self) -> None:
         self.dedup.save()

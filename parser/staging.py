@@ -5,6 +5,9 @@ A flush first renames the file to a numbered batch (atomic), so appends go to a 
 the batch is loaded; the batch is deleted only after the database committed it. A crash at any
 point leaves either the staging file or a batch file on disk, and loading a batch twice is
 harmless because the database ignores hashes it already has.
+
+A person may open the file in a spreadsheet, which runs a cell starting with `=`, `+`, `-` or `@` as
+a formula: such cells are written with a leading apostrophe, which read_rows takes off again.
 """
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
-from .errors import StorageError
+from . import durable
 
 log = logging.getLogger("parser")
 # A record's content can be as large as MAX_BYTES. The csv module's default cap of 128 KiB per field
@@ -37,35 +41,26 @@ class StagingFile:
             self.rotate()
 
     # -- appending ----------------------------------------------------------------------------
-    def append(self, rows: Iterable[dict]) -> int:
-        """Append rows (dicts keyed by column) durably; return how many. Raises StorageError."""
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        count = 0
+    def append(self, rows: Iterable[dict], refused: list[tuple[dict, str]] | None = None) -> int:
+        """Append rows (dicts keyed by column) durably in one write; return how many. Raises StorageError.
+
+        A row that cannot be written as UTF-8 is left out and, when `refused` is given, put there with
+        the reason (the caller sets it aside), so one bad record never blocks the others."""
+        chunks: list[bytes] = []
         for row in rows:
-            writer.writerow([_cell(row.get(c)) for c in self.columns])
-            count += 1
-        if not count:
-            return 0
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            data = buffer.getvalue().encode("utf-8", "surrogateescape")
-            if size == 0:
-                data = _header_bytes(self.columns) + data
+            buffer = io.StringIO()
+            csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(
+                [_cell(row.get(c)) for c in self.columns])
             try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            except OSError as exc:
-                # Disk full or similar: take back the part that was written, so the file stays whole.
-                try:
-                    os.ftruncate(fd, size)
-                except OSError:
-                    pass
-                raise StorageError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
-        return count
+                chunks.append(buffer.getvalue().encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                if refused is None:
+                    raise
+                refused.append((row, f"the staging CSV cannot hold it: {exc.reason} at {exc.start}"))
+        if not chunks:
+            return 0
+        durable.append(self.path, b"".join(chunks), header=_header_bytes(self.columns))
+        return len(chunks)
 
     # -- flushing -----------------------------------------------------------------------------
     def rotate(self) -> Path | None:
@@ -88,9 +83,11 @@ class StagingFile:
 
 
 def read_rows(path: Path) -> Iterator[dict]:
-    """The records of a staging or batch file, as dicts keyed by its own header."""
+    """The records of a staging or batch file, as dicts keyed by its own header, with their true text
+    (the spreadsheet escape taken off; bytes that are not UTF-8 come back as lone surrogates)."""
     with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
-        yield from csv.DictReader(f)
+        for row in csv.DictReader(f):
+            yield {k: _true_text(v) for k, v in row.items()}
 
 
 def count_rows(path: Path) -> int:
@@ -111,47 +108,38 @@ def repair_torn_tail(path: Path) -> int:
 
     A record counts as whole when it parses with the header's number of fields and its last line
     ends with a newline outside quotes (every field is quoted, so data newlines are always inside).
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return 0
-    good = _whole_records_length(data)
-    if good == len(data):
-        return 0
-    with open(path, "r+b") as f:
-        f.truncate(good)
-        f.flush()
-        os.fsync(f.fileno())
-    dropped = len(data) - good
-    log.warning("repaired %s: dropped a torn last record (%d bytes)", path.name, dropped)
-    return dropped
+    One pass over the file, whatever its size."""
+    return durable.repair_tail(path, _whole_records_length)
 
 
-def _whole_records_length(data: bytes) -> int:
-    ends: list[int] = []
-    lines: list[str] = []
-    start = 0
-    while start < len(data):
-        nl = data.find(b"\n", start)
-        end = len(data) if nl == -1 else nl + 1
-        ends.append(end)
-        lines.append(data[start:end].decode("utf-8", "replace"))
-        start = end
-    reader = csv.reader(iter(lines), strict=True)
-    good = 0
-    width = None
-    try:
-        for fields in reader:
-            if width is None:
-                width = len(fields)
-            end = ends[reader.line_num - 1]
-            if len(fields) != width or not data[:end].endswith(b"\n"):
-                break
-            good = end
-    except csv.Error:
-        pass
+def _whole_records_length(f: BinaryIO) -> int:
+    # A newline ends a record exactly when it lies outside quotes, i.e. when the quotes before it are
+    # even in number (a quote inside a field is doubled): one count per line, no CSV parsing. The
+    # last record is then parsed alone, to check it has the header's number of fields.
+    f.seek(0)
+    offset = quotes = 0
+    header_end = last_start = good = 0
+    for line in f:
+        offset += len(line)
+        quotes += line.count(b'"')
+        if quotes % 2 == 0 and line.endswith(b"\n"):
+            header_end = header_end or offset
+            last_start, good = good, offset
+    if not good:
+        return 0
+    f.seek(0)
+    width = len(_parse_one(f.read(header_end)))
+    f.seek(last_start)
+    if len(_parse_one(f.read(good - last_start))) != width:
+        return last_start
     return good
+
+
+def _parse_one(data: bytes) -> list[str]:
+    try:
+        return next(csv.reader(io.StringIO(data.decode("utf-8", "replace"), newline=""), strict=True), [])
+    except csv.Error:
+        return []
 
 
 def _has_no_rows(path: Path) -> bool:
@@ -166,15 +154,24 @@ def _header_bytes(columns: Sequence[str]) -> bytes:
     return buffer.getvalue().encode("utf-8")
 
 
+# Spreadsheets run a cell that starts with one of these as a formula (OWASP "CSV injection"). Such a
+# cell is written with a leading apostrophe, which a spreadsheet shows as text; so that the flush can
+# take exactly that apostrophe off again, a cell that really starts with one gets one more.
+_FORMULA_START = frozenset("=+-@\t\r")
+_ESCAPED_START = _FORMULA_START | {"'"}
+
+
 def _cell(value: object) -> str:
-    return "" if value is None else str(value)
+    text = "" if value is None else str(value)
+    return "'" + text if text[:1] in _ESCAPED_START and text else text
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _true_text(cell: str | None) -> str | None:
+    """The text _cell was given: the apostrophe it added taken off (only before the characters that
+    made it add one, so a file written before cells were escaped reads back nearly always as it was)."""
+    if cell and cell[0] == "'" and cell[1:2] and cell[1] in _ESCAPED_START:
+        return cell[1:]
+    return cell
 
 
 def _fsync_dir(folder: Path) -> None:

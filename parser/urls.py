@@ -24,23 +24,28 @@ def is_junk_param(name: str) -> bool:
     return bool(_TRACKING.match(name) or _SESSION.match(name))
 
 
-def canonical_url(url: str) -> str:
+def canonical_url(url: str, *, exact: bool = False) -> str:
     """Canonical form of an http(s) URL; other strings come back stripped but otherwise unchanged.
 
-    Never raises: a feed's link is data from a stranger.
+    Tracking and session parameters and the fragment go, unless `exact`: then only the spelling is
+    made canonical. Adapters store the exact form so that parser/identity.py can tell apart entries of
+    one feed that differ only by those (`page#a`, `article.php?sid=264`). Never raises: a feed's link
+    is data from a stranger.
     """
     url = (url or "").strip()
     try:
         parts = urlsplit(url)
         if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
             return url
-        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not is_junk_param(k)]
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                 if exact or not is_junk_param(k)]
         netloc = parts.netloc.rsplit("@", 1)[-1].lower()  # credentials never belong in a stored link
         if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
             netloc = netloc.rsplit(":", 1)[0]
-        path = _PATH_SESSION.sub("", parts.path)
-        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), ""))
-        return canonicalize_url(cleaned, keep_fragments=False)
+        path = parts.path if exact else _PATH_SESSION.sub("", parts.path)
+        fragment = parts.fragment if exact else ""
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), fragment))
+        return canonicalize_url(cleaned, keep_fragments=exact)
     except (ValueError, UnicodeError):
         return url
 

@@ -10,7 +10,9 @@ one per run, since every start subscribes again. Pushed bodies are parsed by the
 handed to the main loop through the durable inbox, like webhook deliveries. The daemon keeps
 polling the feed at the source's (long) interval, in case the hub misses something.
 
-One thread runs subscriptions and renewals; verification and pushes arrive on the listener's threads.
+One thread runs subscriptions and renewals; verification and pushes arrive through the shared listener
+(parser/listener.py) and its limits; a push without any signature header is acknowledged and dropped
+before its body is read.
 """
 from __future__ import annotations
 
@@ -33,9 +35,9 @@ from .adapters import looks_like_json, parse_body
 from .adapters.json_api import request_headers
 from .errors import FetchError, ParseError, StorageError
 from .inbox import Inbox
+from .listener import MAX_JSON_DEPTH, RefusalLog, Reply, json_too_deep, signature_matches
 from .record import now_iso
 from .urls import canonical_url, redact_url
-from .webhook import Reply, signature_matches
 
 log = logging.getLogger("parser")
 REQUESTED_LEASE = 10 * 86400       # what we ask for; the hub decides
@@ -66,8 +68,9 @@ def renew_at(now: float, lease: float) -> float:
 
 class WebSub:
     def __init__(self, sources: list, *, fetcher: Any, inbox: Inbox, callback_base: str,
-                 stop: threading.Event, clock: Callable[[], float] = time.time):
+                 stop: threading.Event, refusals: RefusalLog | None = None, clock: Callable[[], float] = time.time):
         self.fetcher = fetcher
+        self.refusals = refusals or RefusalLog()
         self.inbox = inbox
         self.stop = stop
         self.clock = clock
@@ -183,26 +186,32 @@ class WebSub:
         name = sub.source.name
         signature = next((headers.get(h) for h in SIGNATURE_HEADERS if headers.get(h)), None)
         if not signature_matches(sub.secret, body, signature):
-            # The spec: acknowledge with a 2xx anyway (a forger learns nothing), and ignore the body.
             why = "no X-Hub-Signature" if not signature else "X-Hub-Signature does not match our secret"
-            logs.error_line(name, sub.callback, f"WebSub push from {peer} ignored: {why}")
-            return Reply(202, "ignored\n")
+            return self.ignored(sub, peer, why)
         content_type = headers.get("Content-Type") or ""
         try:
+            if looks_like_json(body, {"content-type": content_type}) and json_too_deep(body):
+                raise ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
             parsed = parse_body(sub.source, body, url=sub.topic or sub.source.url,
                                 headers={"content-type": content_type}, fetched=now_iso(self.clock))
-        except ParseError as exc:
-            logs.error_line(name, sub.callback, f"WebSub push from {peer} refused (400): {exc}")
-            return Reply(400, f"{exc}\n")
+        except (ParseError, RecursionError) as exc:
+            why = str(exc) if isinstance(exc, ParseError) else "nested too deep to read"
+            self.refusals.note(name, sub.callback, "400", f"WebSub push from {peer} refused (400): {why}")
+            return Reply(400, f"{why}\n")
         for warning in parsed.warnings:
             logs.error_line(name, sub.callback, warning)
         try:
             self.inbox.accept(name, None, parsed.records)
         except StorageError as exc:
-            logs.error_line(name, sub.callback, f"WebSub push not kept (503): {exc}")
+            self.refusals.note(name, sub.callback, "503", f"WebSub push not kept (503): {exc}")
             return Reply(503, "cannot store the push now\n")
         log.info("%s  WebSub push: %d records received (%s)", name, len(parsed.records), parsed.kind)
         return Reply(202, "accepted\n")
+
+    def ignored(self, sub: Subscription, peer: str, why: str) -> Reply:
+        # The spec: acknowledge with a 2xx anyway (a forger learns nothing), and ignore the body.
+        self.refusals.note(sub.source.name, sub.callback, "ignored", f"WebSub push from {peer} ignored: {why}")
+        return Reply(202, "ignored\n")
 
 
 class CallbackEndpoint:
@@ -212,7 +221,14 @@ class CallbackEndpoint:
     def __init__(self, websub: WebSub, sub: Subscription):
         self.websub = websub
         self.sub = sub
+        self.name = sub.source.name
         self.url = sub.callback
+
+    def precheck(self, method: str, headers: Message, peer: str) -> Reply | None:
+        """A push with no signature header at all is acknowledged and dropped without reading its body."""
+        if method == "POST" and not any(headers.get(h) for h in SIGNATURE_HEADERS):
+            return self.websub.ignored(self.sub, peer, "no X-Hub-Signature")
+        return None
 
     def handle(self, method: str, query: Mapping[str, list[str]], headers: Message, body: bytes,
                peer: str) -> Reply:
@@ -221,8 +237,8 @@ class CallbackEndpoint:
         return self.websub.receive(self.sub, headers, body, peer)
 
     def too_large(self, length: int, limit: int, peer: str) -> None:
-        logs.error_line(self.sub.source.name, self.url, f"WebSub push from {peer} refused (413): "
-                        f"{length} bytes is over MAX_BYTES ({limit})")
+        self.websub.refusals.note(self.name, self.url, "413", f"WebSub push from {peer} refused (413): "
+                                  f"{length} bytes is over MAX_BYTES ({limit})")
 
 
 def discover_links(body: bytes, headers: Mapping[str, str], url: str) -> tuple[str, str]:

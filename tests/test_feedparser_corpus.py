@@ -93,7 +93,11 @@ def test_record_carries_expected_title_link_and_date(path):
     for index, key, expected in expectations_of(path):
         record = records[index]
         if key == "title":
-            assert record["title"] == html_to_text(expected)[:500]
+            # Decoded once, by the type feedparser gives: HTML is read as text, plain text is kept as
+            # its characters (an Atom 0.3 base64 title "Example <b>Atom</b>" is text/plain).
+            kind = (reference.entries[index].get("title_detail") or {}).get("type", "")
+            text = html_to_text(expected) if "html" in kind else " ".join(expected.split())
+            assert record["title"] == text[:500]
         elif key == "link":
             assert record["link"] == canonical_url(expected)
         elif key == "published_parsed" or not reference.entries[index].get("published_parsed"):

@@ -27,7 +27,7 @@ def test_defaults_and_relative_paths_resolve_beside_params(tmp_path):
     assert settings.staging_dir == tmp_path / "staging" and settings.log_dir == tmp_path / "logs"
     assert settings.sources[0].url == (tmp_path / "feeds" / "a.xml").as_uri()
     assert settings.sources[0].max_items == 50 and settings.sources[0].interval == 600
-    assert settings.unique_fields == ("link",) and settings.hash == "sha224" and settings.dedup == "hashfile"
+    assert settings.unique_fields == "auto" and settings.hash == "sha224" and settings.dedup == "hashfile"
     assert settings.concurrency == 32 and settings.max_bytes == 10 * 1024 * 1024
 
 

@@ -23,6 +23,11 @@ class Parsed:
     warnings: list[str] = field(default_factory=list)
     kind: str = ""  # what was found, for the log: "rss20", "atom10", ...
     next_url: str | None = None  # json_api with a `next` path: the address of the following page
+    # Facts about the source worth a line in parser.log once per run (not errors): "dates without a
+    # time zone are taken as UTC".
+    notes: list[str] = field(default_factory=list)
+    home: str = ""  # the feed's own page (RSS channel link, Atom alternate, JSON Feed home_page_url)
+    feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
 
 
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
@@ -53,7 +58,8 @@ def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
 
 
 def newest(records: list[dict], limit: int) -> list[dict]:
-    """The `limit` newest records: by date when every record has one, else in the source's order."""
+    """The `limit` newest records: by date when every record has one, else in the source's order.
+    Applied by parser/poll.py to what a poll takes, never to pushed records."""
     if len(records) > limit and all(r["published"] for r in records):
         records = sorted(records, key=lambda r: r["published"], reverse=True)
     return records[:limit]

@@ -10,16 +10,33 @@ from typing import Any
 import feedparser
 
 from ..charset import to_utf8
+from ..dates import looks_iso, read_date, utc_iso
 from ..errors import ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, plain_text, safe_text, title_text
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
+
+# feedparser resolves an RSS <guid> (and an Atom <id>) against the feed's address when it may be a
+# permalink, turning `t3_glvkc5` into `https://example.org/r/t3_glvkc5`: an id that changes with the
+# feed's address and a link that does not exist. Ids are kept exactly as written; every other
+# element (links, images) is still resolved.
+feedparser.mixin._FeedParserMixin.can_be_relative_uri = (
+    feedparser.mixin._FeedParserMixin.can_be_relative_uri - {"id"})
 
 TITLE_MAX = 500
 # The end of one entry, and the end of the whole document, in any namespace prefix.
 _ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
-_SURROGATES = re.compile("[\ud800-\udfff]")
+# A character reference can name a lone surrogate (&#xDC80;); feedparser's loose parser then raises
+# while encoding it, and the whole feed would be lost for one character.
+_CHAR_REF = re.compile(rb"&#(?:[xX]0*([0-9a-fA-F]{1,8})|0*([0-9]{1,10}));")
 _ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:rss|feed|rdf)\s*>\s*$", re.IGNORECASE)
+# `<link uri="at://...">https://...</link>`: feedparser takes a `uri` attribute as the href and
+# drops the text; a non-http uri is removed so the http text is the link.
+_LINK_URI = re.compile(rb"""(<link\b[^>]*?)\s+uri\s*=\s*(?:"(?!https?:)[^"]*"|'(?!https?:)[^']*')([^>]*(?<!/)>)""",
+                       re.IGNORECASE)
+_MAIL_THEN_NAME = re.compile(r"^\S+@\S+\s*\((?P<name>[^()]+)\)$")
+_NAME_THEN_MAIL = re.compile(r"^(?P<name>[^<>]+?)\s*<\S+@\S+>$")
+NO_ZONE_NOTE = "dates without a time zone are taken as UTC"
 
 
 def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str) -> Parsed:
@@ -33,8 +50,14 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     decoded = to_utf8(body, content_type)
     feed_headers = dict(response_headers)
     if decoded.encoding:
-        body = decoded.body
+        # A blank line before `<?xml` is a fatal error to an XML parser, and feedparser's loose
+        # fallback then reports every poll as malformed; as UTF-8 the whitespace is safe to drop.
+        body = decoded.body.lstrip(b" \t\r\n")
+        body = body if body.startswith(b"<?xml") else decoded.body
         feed_headers["content-type"] = "application/xml; charset=utf-8"
+    if b"uri" in body:
+        body = _LINK_URI.sub(rb"\1\2", body)
+    body = _CHAR_REF.sub(_no_surrogate_ref, body)
     # A BytesIO, never the bytes themselves: feedparser treats a bare string as a path or URL to open.
     feed = feedparser.parse(io.BytesIO(body), response_headers=feed_headers)
     entries = list(feed.get("entries", []))
@@ -52,9 +75,11 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
             entries = entries[:whole]
         else:
             warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
-    records = [_record(e, source.name, fetched) for e in entries]
-    records = newest(records, source.max_items)
-    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed")
+    rss = not str(feed.get("version", "")).startswith("atom")
+    notes: set[str] = set()
+    records = [_record(e, source.name, fetched, rss=rss, notes=notes) for e in entries]
+    return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes),
+                  home=_text(feed.get("feed", {}).get("link")))
 
 
 def _whole_entries(body: bytes, parsed: int) -> int:
@@ -66,39 +91,94 @@ def _whole_entries(body: bytes, parsed: int) -> int:
     return min(parsed, len(_ENTRY_END.findall(body)))
 
 
-def _record(entry: Mapping[str, Any], source_name: str, fetched: str) -> dict:
-    """One entry as a record (RECORD_FIELDS). feedparser gives strings, lists of dicts and struct_times,
-    but never trust the shape: whatever an entry holds, this returns text and never raises."""
+def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bool = True,
+            notes: set[str] | None = None) -> dict:
+    """One entry as a record (RECORD_FIELDS); a date without a zone adds NO_ZONE_NOTE to `notes`.
+    feedparser gives strings, lists of dicts and struct_times, but never trust the shape: whatever an
+    entry holds, this returns text and never raises."""
+    guid = clean_text(_text(entry.get("id"))).strip()  # as the feed wrote it (ids are not resolved: see top)
     link = _alternate_link(entry)
-    guid = clean_text(_text(entry.get("id")))
-    if not link and guid.startswith(("http://", "https://")):
-        link = guid
-    link = canonical_url(link)
-    published = ""
-    for key in ("published_parsed", "updated_parsed", "created_parsed"):
-        if entry.get(key):
-            published = utc_iso(entry[key]) if isinstance(entry[key], (time.struct_time, str)) else ""
-            break
-    if not published:  # feedparser could not read the date; dateutil is more forgiving
-        raw = _text(entry.get("published")) or _text(entry.get("updated"))
-        published = utc_iso(raw) if raw else ""
+    if not link and rss and entry.get("guidislink") and _is_http(guid):
+        link = guid  # an RSS <guid> is a permalink unless isPermaLink="false"; Atom ids never are
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
+    published, zoned = _published(entry)
+    if not zoned and notes is not None:
+        notes.add(NO_ZONE_NOTE)
     return {
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": html_to_text(_text(entry.get("title")))[:TITLE_MAX],
-        "author": html_to_text(_text(entry.get("author"))),
+        "title": _detail_text(entry, "title")[:TITLE_MAX],
+        "author": _authors(entry),
         "published": published,
-        "summary": html_to_text(_text(entry.get("summary"))),
+        "summary": _detail_text(entry, "summary"),
         "content": _content(entry),
         "fetched": fetched,
     }
 
 
+def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
+    """The entry's date (published, else updated, else created) as UTC ISO 8601, and False when the
+    text had no zone (UTC was assumed).
+
+    Our reader (parser/dates.py) goes first: it knows day and month names in other languages, refuses
+    impossible days that feedparser rolls over (2022-02-30 as March 2), and tells a missing zone.
+    feedparser's own parse is the fallback for the rarer formats it knows (Korean, Greek, Hungarian)."""
+    for key in ("published", "updated", "created"):
+        raw = _text(entry.get(key)).strip()
+        if not raw:
+            continue
+        read = read_date(raw)
+        if read.iso:
+            return read.iso, read.zoned
+        parsed = entry.get(f"{key}_parsed")
+        if isinstance(parsed, time.struct_time) and not looks_iso(raw):
+            return utc_iso(parsed), True
+        # no date here (or an impossible one): the next key, as when it is missing
+    return "", True
+
+
+def _detail_text(entry: Mapping[str, Any], name: str) -> str:
+    """A title or summary as text, decoded once by its type: feedparser says text/html for Atom
+    type="html" and for RSS text that looks like HTML, text/plain for text whose entities it already
+    decoded."""
+    detail = entry.get(f"{name}_detail")
+    kind = _text(detail.get("type")) if isinstance(detail, Mapping) else ""
+    return title_text(_text(entry.get(name)), "html" if "html" in kind else "text" if kind else "guess")
+
+
+def _authors(entry: Mapping[str, Any]) -> str:
+    """Every author's name (the e-mail only when no name is given), joined with ", "."""
+    people = _dicts(entry.get("authors"))
+    names = [_person(_text(p.get("name")), _text(p.get("email"))) for p in people]
+    if not any(names):
+        names = [_person(_text(entry.get("author")), "")]
+    return ", ".join(dict.fromkeys(n for n in names if n))
+
+
+def _person(name: str, email: str) -> str:
+    """'jane@x.org (Jane Doe)' and 'Jane Doe <jane@x.org>' are Jane Doe; an address alone stays."""
+    name = plain_text(name)
+    match = _MAIL_THEN_NAME.match(name) or _NAME_THEN_MAIL.match(name)
+    if match:
+        name = match.group("name").strip()
+    return name or plain_text(email)
+
+
+def _is_http(url: str) -> bool:
+    return url.lower().startswith(("http://", "https://"))
+
+
+def _no_surrogate_ref(match: re.Match) -> bytes:
+    hexa, decimal = match.groups()
+    code = int(hexa, 16) if hexa else int(decimal)
+    return b"&#xFFFD;" if 0xD800 <= code <= 0xDFFF else match.group(0)
+
+
 def _text(value: Any) -> str:
     """A field's text: strings (lone surrogates replaced: no database stores them), numbers; else ''."""
     if isinstance(value, str):
-        return _SURROGATES.sub("\ufffd", value)
+        return safe_text(value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return ""
@@ -109,11 +189,13 @@ def _dicts(value: Any) -> list[Mapping[str, Any]]:
 
 
 def _alternate_link(entry: Mapping[str, Any]) -> str:
-    """The entry's rel="alternate" link; feedparser's `link` can be an enclosure that came later."""
+    """The entry's first http(s) rel="alternate" link; feedparser's `link` can be an enclosure that
+    came later, or the guid copied (handled by the caller). Other schemes (at://, tag:) are no link."""
     for link in _dicts(entry.get("links")):
-        if _text(link.get("rel", "alternate")) == "alternate" and _text(link.get("href")):
-            return _text(link["href"])
-    return _text(entry.get("link"))
+        href = _text(link.get("href")).strip()
+        if _text(link.get("rel", "alternate")) == "alternate" and _is_http(href):
+            return href
+    return ""
 
 
 def _content(entry: Mapping[str, Any]) -> str:

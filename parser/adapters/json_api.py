@@ -12,9 +12,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import FetchError, ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, html_to_text, title_text, utc_iso
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
 from .jsonfeed import load_json
 
 # Where a record field is looked for when `map` does not say: the names APIs use most.
@@ -51,7 +51,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         value = resolve(document, api.next)
         if isinstance(value, str) and value.strip():
             next_url = urljoin(url, value.strip())
-    return Parsed(records=newest(records, source.max_items), warnings=warnings, kind="json", next_url=next_url)
+    return Parsed(records=records, warnings=warnings, kind="json", next_url=next_url)
 
 
 def error_of(document: Any) -> str:
@@ -111,22 +111,23 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link)
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     return {
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": html_to_text(_scalar(pick("title"))),
+        "title": title_text(_scalar(pick("title"))),
         "author": _author(pick("author")),
         "published": timestamp(pick("published")),
-        "summary": html_to_text(_scalar(pick("summary"))),
+        "summary": title_text(_scalar(pick("summary"))),
         "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
         "fetched": fetched,
     }
 
 
 def timestamp(value: Any) -> str:
-    """UTC ISO 8601 from seconds or milliseconds since the epoch (number or digits) or ISO 8601 text."""
+    """UTC ISO 8601 from a time since the epoch (number or digits: seconds when it is a date up to
+    the year 9999 in seconds, else milliseconds, micro-, nanoseconds; see dates.EPOCH_UNITS) or date text."""
     if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
         value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):

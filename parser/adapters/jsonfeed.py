@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ParseError
-from ..record import clean_text, html_to_text, utc_iso
+from ..record import clean_text, html_to_text, title_text, utc_iso
 from ..urls import canonical_url
-from . import Parsed, newest
+from . import Parsed
 
 VERSION_PREFIX = "https://jsonfeed.org/version/"
 
@@ -53,8 +53,8 @@ def parse_document(document: Mapping[str, Any], *, source: Any, fetched: str) ->
         else:
             skipped += 1
     warnings = [f"JSON Feed: skipped {skipped} items that are not objects"] if skipped else []
-    return Parsed(records=newest(records, source.max_items), warnings=warnings,
-                  kind=kind_of(document["version"]))
+    return Parsed(records=records, warnings=warnings, kind=kind_of(document["version"]),
+                  home=_text(document.get("home_page_url")))
 
 
 def load_json(body: bytes) -> Any:
@@ -72,7 +72,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link)
+    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
     content = _text(item.get("content_html"))
     if not content and _text(item.get("content_text")):
         content = _paragraphs(_text(item.get("content_text")))
@@ -81,10 +81,10 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": html_to_text(item.get("title")),
+        "title": title_text(_text(item.get("title"))),  # plain text by the spec; HTML only if it looks so
         "author": _authors(item) or feed_author,
         "published": published,
-        "summary": html_to_text(item.get("summary")),
+        "summary": title_text(_text(item.get("summary"))),
         "content": content,
         "fetched": fetched,
     }

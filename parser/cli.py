@@ -1,0 +1,199 @@
+"""The command line: `parser-daemon` (installed) and `python run_daemon.py` (a checkout) both land here.
+
+With no command it runs the daemon; a command (`export-opml`, ...) is a subparser with its own
+handler. This module only reads arguments, installs signal handlers and hands over to parser.daemon.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import __version__, logs
+from .errors import LockHeldError, SettingsError, StorageError
+
+EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
+DEFAULT_PARAMS = "params.py"  # in the current folder: the project is where the operator stands
+
+
+def add_params_argument(ap: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """--params on the top level and on every command, so both `--params F cmd` and `cmd --params F`
+    work; a command's copy has no default of its own, or it would hide the top level's value."""
+    ap.add_argument("--params", default=DEFAULT_PARAMS if top else argparse.SUPPRESS, metavar="FILE",
+                    help="the project's settings file (default: ./params.py in the current folder); "
+                         "relative paths in it resolve against its own folder")
+
+
+def build_arguments() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="parser-daemon",
+        description="Collect feeds into a SQL database. Polls every source on its interval, keeps new "
+                    "records in a staging CSV, and flushes them into the database every FLUSH_INTERVAL. "
+                    "Runs until SIGTERM or Ctrl-C, which flush and exit 0; SIGHUP re-reads the params "
+                    "file. Two-pass jobs (LINK_JOBS) run beside the feeds: pass 1 writes a job's link "
+                    "file (from a URL template or a harvest from a root page), pass 2 fetches each "
+                    "pending link once into the job's own table.",
+        epilog="Exit codes: 0 done, 1 the daemon could not work (lock held, database unreachable at "
+               "the final flush of --once, a critical error), 2 bad settings or arguments. "
+               "Files: STAGING_DIR/staging.csv, LOG_DIR/parser.log, errors.log, critical.log; a job's "
+               "link file is STAGING_DIR/jobs/NAME/links.txt.")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_params_argument(ap, top=True)
+    ap.add_argument("--once", action="store_true",
+                    help="poll every enabled source and run every enabled job's pass 1 and pass 2 now "
+                         "(intervals ignored), flush, exit; for cron")
+    ap.add_argument("--source", action="append", default=[], metavar="NAME",
+                    help="only this source (repeatable); a disabled source named here runs too")
+    ap.add_argument("--job", action="append", default=[], metavar="NAME",
+                    help="only this two-pass job (repeatable); a disabled job named here runs too. "
+                         "--job without --source runs no feeds, --source without --job runs no jobs")
+    ap.add_argument("--links-only", action="store_true",
+                    help="run the jobs' pass 1 alone (no feeds, no pass 2), so the link files "
+                         "(STAGING_DIR/jobs/NAME/links.txt) can be checked before pass 2")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the records as JSON lines and write nothing (no staging, database, logs"
+                         " or state); implies --once")
+    ap.set_defaults(handler=run_daemon)
+    commands = ap.add_subparsers(dest="command", metavar="COMMAND",
+                                 help="with no command the daemon runs; one of:")
+    for add in COMMANDS:
+        add(commands)
+    return ap
+
+
+# -- commands: each adds its subparser and sets `handler` (args -> exit code) ---------------------
+
+def add_export_opml(commands) -> None:
+    cmd = commands.add_parser("export-opml", help="write the feed sources as an OPML 2.0 subscription list",
+                              description="Write the project's feed sources (SOURCES and SOURCES_OPML) as "
+                                          "OPML 2.0, tags as folders; feed readers and SOURCES_OPML read it.")
+    add_params_argument(cmd)
+    cmd.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    cmd.set_defaults(handler=export_opml)
+
+
+def add_status(commands) -> None:
+    cmd = commands.add_parser("status", help="the sources' health, staged rows, last flush, the daemon's pid "
+                              "and uptime; reads only, works while the daemon runs")
+    add_params_argument(cmd)
+    cmd.add_argument("--json", action="store_true", help="the same as JSON (ISO 8601 UTC times)")
+    cmd.set_defaults(handler=status)
+
+
+def add_control(commands) -> None:
+    """`reset SOURCE` and `poll SOURCE`, handed to the running daemon (parser/control.py)."""
+    for verb, what in (("reset", "clear a source's failures and dead mark, and poll it now"),
+                       ("poll", "poll a source now")):
+        cmd = commands.add_parser(verb, help=f"{what} (handed to the running daemon)")
+        add_params_argument(cmd)
+        cmd.add_argument("source", metavar="SOURCE", help="the source's name in params.py")
+        cmd.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
+                         help="how long to wait for the daemon's answer (default 10)")
+        cmd.set_defaults(handler=control_command)
+
+
+COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
+
+
+def _settings_or_exit(args: argparse.Namespace):
+    from .settings import load_settings
+    try:
+        return load_settings(args.params)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return None
+
+
+def status(args: argparse.Namespace) -> int:
+    from .status import print_status
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    return print_status(settings, as_json=args.json, now=time.time(), out=sys.stdout)
+
+
+def control_command(args: argparse.Namespace) -> int:
+    from . import control
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    return control.command(settings, args.command, args.source, sys.stdout, sys.stderr, wait=args.wait)
+
+
+def export_opml(args: argparse.Namespace) -> int:
+    from .opml import write_opml
+    from .settings import load_settings
+    try:
+        settings = load_settings(args.params)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    feeds = [s for s in settings.sources if s.protocol == "feed"]
+    text = write_opml(feeds, title=f"parser-daemon sources ({settings.params_path.name})")
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{len(feeds)} feed sources written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    from .daemon import Daemon, RunOptions
+    from .settings import load_settings
+    try:
+        settings = load_settings(args.params)
+        options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
+                             jobs=tuple(args.job), links_only=args.links_only)
+        stop = threading.Event()
+        daemon = Daemon(settings, options, stop=stop)
+    except SettingsError as exc:
+        print(f"settings error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    except ValueError as exc:  # --source or --job names nothing
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+
+    def on_signal(signum, _frame):
+        if stop.is_set():  # a second Ctrl-C: the user means it
+            os._exit(EXIT_FAILED)
+        stop.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    # SIGHUP: re-read the params file between cycles (Daemon.reload); a bad file keeps the old settings.
+    signal.signal(signal.SIGHUP, lambda _signum, _frame: daemon.request_reload())
+
+    try:
+        code = daemon.run()
+    except LockHeldError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except (StorageError, SettingsError) as exc:
+        logs.critical_line(f"stopped: {exc}", exc)  # on the console too: once
+        return EXIT_FAILED
+    except Exception as exc:  # the last line of defence: say what stopped us, with the traceback
+        logs.critical_line(f"stopped by an unexpected error: {exc!r}", exc)
+        return EXIT_FAILED
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_arguments().parse_args(argv)
+    return args.handler(args)
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The console script's entry point: run, then leave without waiting for stuck worker threads."""
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    # Worker threads still blocked in a socket read would hold the interpreter until their timeout;
+    # everything that matters is flushed and closed by now.
+    os._exit(code)

@@ -1,0 +1,72 @@
+"""What the running daemon tells an operator about itself, in STAGING_DIR/daemon.json: its pid,
+when it started, counters since then, and the last flushes (size, duration, outcome).
+
+The main thread owns a RunInfo and saves it at the points where state.json is saved (after a
+cycle, after a flush), never per poll. Readers (`run_daemon.py status`, the status page) only
+read the file; it is replaced atomically, so they never see half of it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FLUSHES_KEPT = 200
+COUNTERS = ("polls", "errors", "new", "duplicates", "not_modified", "fetch_bytes", "flushes",
+            "flush_failures", "flush_seconds", "rows_written", "control_requests")
+
+
+def daemon_status_path(staging_dir: Path) -> Path:
+    return staging_dir / "daemon.json"
+
+
+@dataclass
+class RunInfo:
+    pid: int
+    started: str                      # ISO 8601 UTC
+    params: str = ""
+    status_listen: str | None = None  # "http://host:port/" of the status page, when it is on
+    running: bool = True              # False once the daemon has stopped (its last save)
+    updated: str = ""
+    # {"at", "why", "ok", "rows", "already", "seconds", "error"} of the last flush
+    last_flush: dict | None = None
+    flushes: list[list] = field(default_factory=list)  # [at, rows, seconds, ok], oldest first
+    totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+
+    def add(self, **amounts: float) -> None:
+        for name, amount in amounts.items():
+            self.totals[name] = self.totals.get(name, 0) + amount
+
+    def flushed(self, *, at: str, why: str, ok: bool, rows: int, already: int, seconds: float,
+                error: str | None = None) -> None:
+        self.add(flushes=1, flush_failures=0 if ok else 1, flush_seconds=seconds, rows_written=rows)
+        self.last_flush = {"at": at, "why": why, "ok": ok, "rows": rows, "already": already,
+                           "seconds": round(seconds, 3), "error": error}
+        if ok and not rows and not already:
+            return  # the history (the flush-size plot) keeps the flushes that had work, and failures
+        self.flushes.append([at, rows, round(seconds, 3), ok])
+        del self.flushes[:-FLUSHES_KEPT]
+
+    def save(self, path: Path, now_iso: str) -> None:
+        self.updated = now_iso
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def load_run_info(path: Path) -> dict | None:
+    """The last daemon.json as a dict; None when there is none (or it is damaged)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class Health:
+    """What /healthz answers from: replaced whole by the main thread, read by the page's threads."""
+    tick: float        # time.monotonic() when the main loop last went round (or waited)
+    flush_ok: bool     # the last flush committed everything
+    reason: str = ""
