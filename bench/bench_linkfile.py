@@ -35,7 +35,7 @@ def mark(folder: Path, first: int, last: int) -> float:
     lf = LinkFile(folder, "bench")
     started = time.perf_counter()
     for start in range(first, last, 64):
-        lf.mark(Mark(url(n), "done") for n in range(start, min(start + 64, last)))
+        lf.mark(Mark(url(n), "done", index=n) for n in range(start, min(start + 64, last)))
     seconds = time.perf_counter() - started
     lf.close()
     return seconds
@@ -44,7 +44,7 @@ def mark(folder: Path, first: int, last: int) -> float:
 def resume(folder: Path) -> tuple[float, int]:
     started = time.perf_counter()
     lf = LinkFile(folder, "bench")
-    pending = len(lf.pending())
+    pending = sum(1 for _ in lf.pending(hand_out=False))
     seconds = time.perf_counter() - started
     lf.close()
     return seconds, pending

@@ -30,6 +30,7 @@ from parser.fetch import Fetcher
 from parser.job_settings import HarvestSpec
 from parser.urls import canonical_url
 
+from .frontier import HostFrontier
 from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines
 from .politeness import HostHeldError, HostPacer, Robots, polite_get
 
@@ -116,7 +117,7 @@ class Harvest:
         self.clock = clock
         self.run = 0
         self.links_before = 0
-        self.queued: dict[str, tuple[int, str]] = {}   # url -> (depth, found on)
+        self.queued: dict[str, tuple[int, str]] = {}   # url -> (depth, found on): every page of the run
         self.done: set[str] = set()
         self.failed = 0
         self.taken: set[str] = set()                   # in flight
@@ -124,6 +125,10 @@ class Harvest:
         self.active = False
         self.stopped_at_max = False
         self.read_only = read_only
+        # Kept up to date page by page, so that no step rescans the queue: the pages neither done nor
+        # in flight, in queue order (which is level order), and how many pages of each level are open.
+        self._frontier = HostFrontier(_never_held)
+        self._open: Counter = Counter()                # depth -> pages queued and not done
         self._fd: int | None = None
         if not read_only:
             self._load()
@@ -144,24 +149,38 @@ class Harvest:
                 self.failed += parts[2] != "ok"
             elif kind == "end":
                 self.active = False
+        for url, (depth, _) in self.queued.items():
+            if url not in self.done:
+                self._queue(url, depth)
         if self.active:
             self._fd = open_append(self.path, "")
+
+    def _queue(self, url: str, depth: int) -> None:
+        self._frontier.append(url)
+        self._open[depth] += 1
 
     @property
     def pages_done(self) -> int:
         return len(self.done)
 
+    @property
+    def waiting(self) -> int:
+        """Pages queued, neither done nor in flight."""
+        return len(self._frontier)
+
     def start(self, links_now: int) -> None:
         """Begin a new run from the root; the file is rewritten to hold this run alone."""
         self.run += 1
         self.links_before = links_now
-        self.queued = {canonical_url(self.spec.root): (0, "-")}
+        root = canonical_url(self.spec.root)
+        self.queued = {root: (0, "-")}
         self.done, self.failed, self.taken, self.refusals = set(), 0, set(), Counter()
+        self._frontier, self._open = HostFrontier(_never_held), Counter()
+        self._queue(root, 0)
         self.active, self.stopped_at_max = True, False
         if self.read_only:
             return
         tmp = self.path.with_suffix(".tmp")
-        root = next(iter(self.queued))
         tmp.write_text(f"# job {self.job}: harvest progress (pass 1); the current or last run\n"
                        f"run\t{self.run}\t{_stamp(self.clock())}\t{links_now}\n"
                        f"page\t0\t{root}\t-\n", encoding="utf-8")
@@ -172,35 +191,44 @@ class Harvest:
             os.close(self._fd)
         self._fd = open_append(self.path, "")
 
-    def take(self, limit: int, ready: Callable[[str], bool] | None = None) -> list[tuple[str, int]]:
+    def _level(self) -> int | None:
+        """The shallowest level with a page not done (levels are few: a min over them is cheap)."""
+        return min(self._open) if self._open else None
+
+    def take(self, limit: int, held_for: Callable[[str], float] | None = None) -> list[tuple[str, int]]:
         """Up to `limit` pages to fetch next: the shallowest level not done, and only that level;
-        `ready` leaves out pages that must wait (their host is held): they still hold their level."""
-        budget = self.spec.max_pages - len(self.done) - len(self.taken)
-        waiting = [(url, d) for url, (d, _) in self.queued.items() if url not in self.done]
-        if not waiting:
+        pages whose host is held (`held_for(host key)` > 0) must wait: they still hold their level."""
+        level = self._level()
+        if level is None:
             return []
-        level = min(d for _, d in waiting)
+        budget = self.spec.max_pages - len(self.done) - len(self.taken)
         if budget <= 0:
             self.stopped_at_max = True
             return []
-        out = [(u, d) for u, d in waiting if d == level and u not in self.taken and (ready is None or ready(u))]
-        out = out[:min(limit, budget)]
-        self.taken.update(u for u, _ in out)
+        self._frontier.held_for = held_for or _never_held
+        out: list[tuple[str, int]] = []
+        while len(out) < min(limit, budget):
+            url = self._frontier.pop(eligible=lambda u: self.queued[u][0] == level)
+            if url is None:
+                break
+            out.append((url, level))
+            self.taken.add(url)
         return out
 
-    def level_waiting(self) -> list[str]:
-        """The pages of the current level not done and not in flight (what take() would give)."""
-        waiting = [(url, d) for url, (d, _) in self.queued.items() if url not in self.done]
-        if not waiting:
+    def level_waiting(self, held_for: Callable[[str], float] | None = None) -> list[str]:
+        """Pages of the current level not done and not in flight, one per host standing first in line
+        (what take() would give first, and the first page of each held host)."""
+        level = self._level()
+        if level is None:
             return []
-        level = min(d for _, d in waiting)
-        return [u for u, d in waiting if d == level and u not in self.taken]
+        self._frontier.held_for = held_for or _never_held
+        return self._frontier.front(eligible=lambda u: self.queued[u][0] == level)
 
     def finished(self) -> bool:
         """Nothing in flight and nothing left to fetch (or max_pages reached)."""
         if self.taken:
             return False
-        waiting = any(url not in self.done for url in self.queued)
+        waiting = bool(self._open)
         if waiting and len(self.done) >= self.spec.max_pages:
             self.stopped_at_max = True
         return not waiting or self.stopped_at_max
@@ -217,10 +245,16 @@ class Harvest:
         for page in result.pages:
             if page not in self.queued:
                 self.queued[page] = (result.depth + 1, result.url)
+                self._queue(page, result.depth + 1)
                 lines.append(f"page\t{result.depth + 1}\t{page}\t{result.url}\n")
         outcome = "ok" if result.error is None else " ".join(result.error.split())
         lines.append(f"done\t{result.url}\t{outcome}\n")
-        self.done.add(result.url)
+        if result.url not in self.done:
+            self.done.add(result.url)
+            depth = self.queued[result.url][0]
+            self._open[depth] -= 1
+            if self._open[depth] <= 0:
+                del self._open[depth]
         self.failed += result.error is not None
         self._append("".join(lines))
 
@@ -230,6 +264,8 @@ class Harvest:
         self.taken.discard(result.url)
         self.refusals[result.url] += 1
         attempts = self.refusals[result.url]
+        if attempts < MAX_ATTEMPTS:  # else the caller records it as failed (done)
+            self._frontier.appendleft(result.url)
         self._append(f"refused\t{result.url}\t{attempts}\t{' '.join((result.error or '').split())}\n")
         return attempts
 
@@ -238,7 +274,9 @@ class Harvest:
 
     def release(self, url: str) -> None:
         """A page abandoned in flight (the daemon is stopping, or its host is held): it stays queued."""
-        self.taken.discard(url)
+        if url in self.taken:
+            self.taken.discard(url)
+            self._frontier.appendleft(url)
 
     def end(self, summary: str) -> None:
         self._append(f"end\t{self.run}\t{_stamp(self.clock())}\t{summary}\n")
@@ -252,6 +290,10 @@ class Harvest:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _never_held(_host: str) -> float:
+    return 0.0
 
 
 def _stamp(epoch: float) -> str:

@@ -2,24 +2,34 @@
 
 Two append-only text files in the job's folder under STAGING_DIR:
 - links.txt: one link a line, `URL <tab> depth <tab> where it came from` (depth '-' for templates);
-- links.status: `time <tab> status <tab> attempts <tab> URL <tab> detail`, the last line for a URL
-  wins: done (fetched and staged), gone (404/410: final), retry (failed, asked again after a
-  backoff), refused (429/503 with Retry-After: asked again as soon as the host's hold ends, which
-  the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
-  (pending again).
+  a link is known by its line number (the first link line is 0);
+- links.status: `time <tab> status <tab> attempts <tab> URL <tab> detail <tab> line number`, the last
+  line for a link wins: done (fetched and staged), gone (404/410: final), retry (failed, asked again
+  after a backoff), refused (429/503 with Retry-After: asked again as soon as the host's hold ends,
+  which the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
+  (pending again). Lines without the line number (written by earlier versions) are matched by URL.
 A link with no status line is pending. Appends are whole lines followed by fsync; a line torn by
 a crash is cut at start. A status is written only after the record it covers is staged, so a
 kill loses at most the status of records staged a moment before; the job runner recovers those
 from the staging CSV (see parser/jobs.py). A read-only LinkFile (for --dry-run) reads both files
 as they are and keeps every change in memory.
+
+Memory and time are O(1) per link, so a template of ten million links fits in a few tens of MiB:
+links.txt is read as a stream and never held; each link costs two bytes in memory (its status and
+its attempts); counters are kept up to date as statuses change; pass 2 reads the pending links from
+a cursor that only moves forward, plus the few links tried before and pending again, whose URLs are
+kept. A map from URL to line is built only for what must look links up by URL (a harvest's links,
+an open template range), and a template's links are checked against the file by walking the file's
+template lines alongside the template, in the order both have.
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +42,11 @@ MAX_ATTEMPTS = 4            # a link that failed or was refused this many times 
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer
 RETRY_MAX = 24 * 3600.0
 FINAL = ("done", "gone", "dead")
+STATUSES = ("pending", "done", "gone", "dead", "retry", "refused")  # the code of each is its position
+_CODE = {name: code for code, name in enumerate(STATUSES)}
+PENDING, DONE, RETRY, REFUSED = _CODE["pending"], _CODE["done"], _CODE["retry"], _CODE["refused"]
+TEMPLATE_WINDOW = 100_000   # a template's links already given, kept to drop a link the template repeats
+READ_BLOCK = 1 << 20
 
 
 @dataclass
@@ -61,6 +76,7 @@ class Mark:
     url: str
     status: str   # done, gone, failed (becomes retry or dead), refused (becomes refused or dead), reopen
     detail: str = ""
+    index: int | None = None  # the link's line number, when the caller knows it (else found by URL)
 
 
 class LinkFile:
@@ -71,38 +87,85 @@ class LinkFile:
         self.read_only = read_only
         self.links_path = folder / "links.txt"
         self.status_path = folder / "links.status"
-        self.links: dict[str, None] = {}       # insertion-ordered set: the file's order
-        self.states: dict[str, LinkState] = {}
+        self._count = 0                          # link lines (in the file, plus the read-only extras)
+        self._on_disk = 0                        # link lines in links.txt
+        self._disk_end = 0                       # bytes of links.txt that hold whole lines
+        self._extra: list[str] = []              # read-only: links "appended" in memory
+        self._status = bytearray()               # line number -> status code
+        self._attempts = bytearray()             # line number -> attempts (capped at 255)
+        self._counts: Counter = Counter()        # status -> links (pending included), kept up to date
+        self._again: dict[int, str] = {}         # tried before and pending again (retry, refused, reopened)
+        self._retry_at: dict[int, float] = {}    # line -> when a retry is due
+        self._retry_heap: list[tuple[float, int]] = []
+        self._out: dict[int, str] = {}           # handed to pass 2 by pending() and not marked yet
+        self._cursor = (0, None)                 # (line, byte offset or None) where untried links may start
+        self._index: dict[str, int] | None = None  # URL -> line, built on first need
         self._links_fd = self._status_fd = None
-        if read_only:
-            self._load()
-            return
-        folder.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            folder.mkdir(parents=True, exist_ok=True)
         self._load()
+        if read_only:
+            return
         self._links_fd = open_append(self.links_path, f"# job {job}: object links found by pass 1, one a line: "
                                                        "URL, depth (link hops from the root), found on\n")
+        self._disk_end = os.fstat(self._links_fd).st_size  # the header, when the file is new
         self._status_fd = open_append(self.status_path, f"# job {job}: what pass 2 did with each link; the "
-                                                         "last line for a URL wins\n")
+                                                         "last line for a link wins\n")
 
-    # -- loading --------------------------------------------------------------------------------
+    # -- loading: one pass over each file ---------------------------------------------------------
     def _load(self) -> None:
         repair = not self.read_only
-        for line in read_lines(self.links_path, repair=repair):
-            url = line.split("\t", 1)[0]
-            if url:
-                self.links[url] = None
-        for line in read_lines(self.status_path, repair=repair):
-            parts = line.split("\t", 4)
-            if len(parts) < 4 or parts[3] not in self.links:
+        self._disk_end = whole_lines_end(self.links_path, repair=repair)
+        self._on_disk = self._count = count_lines(self.links_path, self._disk_end)
+        self._status = bytearray(self._count)
+        self._attempts = bytearray(self._count)
+        self._counts["pending"] = self._count
+        seen = bytearray(self._count)  # has a status line with its line number
+        legacy: dict[str, tuple[str, int, float]] = {}
+        for line in iter_lines(self.status_path, whole_lines_end(self.status_path, repair=repair)):
+            parts = line.split("\t")
+            if len(parts) < 4:
                 continue
             stamp, status, attempts, url = parts[:4]
+            if status not in _CODE and status != "reopen":
+                continue
             try:
                 at = datetime.fromisoformat(stamp).timestamp()
-                self.states[url] = LinkState(status, int(attempts), at)
+                tries = int(attempts)
             except ValueError:
                 continue
-            if status == "reopen":
-                del self.states[url]
+            if len(parts) >= 6 and parts[5].isdigit():
+                index = int(parts[5])
+                if index < self._count:
+                    self._set(index, status, tries, at, url)
+                    seen[index] = 1
+            else:
+                legacy[url] = (status, tries, at)
+        if legacy:  # status lines of an earlier version: matched by URL, in one more pass over links.txt
+            for index, url in self._stream(0, 0):
+                state = legacy.get(url)
+                if state is not None and not seen[index]:
+                    self._set(index, state[0], state[1], state[2], url)
+        first = self._status.find(PENDING)
+        self._cursor = (self._count if first < 0 else first, None)
+
+    def _set(self, index: int, status: str, attempts: int, at: float, url: str) -> None:
+        """Give link `index` a status (`reopen`: pending again), keeping counters and queues up to date."""
+        old = self._status[index]
+        code = PENDING if status == "reopen" else _CODE[status]
+        self._counts[STATUSES[old]] -= 1
+        self._counts[STATUSES[code]] += 1
+        self._status[index] = code
+        self._attempts[index] = min(0 if status == "reopen" else attempts, 255)
+        self._retry_at.pop(index, None)
+        if code == RETRY:
+            due = at + backoff(attempts)
+            self._retry_at[index] = due
+            heapq.heappush(self._retry_heap, (due, index))
+        if code in (RETRY, REFUSED) or status == "reopen":
+            self._again[index] = url
+        else:
+            self._again.pop(index, None)
 
     def close(self) -> None:
         for fd in (self._links_fd, self._status_fd):
@@ -113,46 +176,195 @@ class LinkFile:
             except OSError:
                 pass
 
+    # -- reading links.txt as a stream --------------------------------------------------------------
+    def _stream(self, index: int, offset: int | None) -> Iterator[tuple[int, str]]:
+        """(line number, URL) of every link from line `index` on (at byte `offset`, when known)."""
+        for number, raw, _end in self._stream_raw(index, offset):
+            yield number, _url(raw)
+
+    def _stream_lines(self, index: int, offset: int | None) -> Iterator[tuple[int, str, str, int]]:
+        """(line number, URL, origin, byte offset after the line) from line `index` on."""
+        for number, raw, end in self._stream_raw(index, offset):
+            fields = raw.rstrip(b"\n").decode("utf-8", "replace").split("\t")
+            yield number, fields[0], fields[2] if len(fields) > 2 else "", end
+
+    def _stream_raw(self, index: int, offset: int | None) -> Iterator[tuple[int, bytes | str, int]]:
+        """(line number, the line's bytes, byte offset after it) from line `index` on; the read-only
+        extras come last, as (line number, URL, -1)."""
+        if index < self._on_disk:
+            try:
+                f = open(self.links_path, "rb")
+            except FileNotFoundError:
+                f = None
+            if f is not None:
+                with f:
+                    number, position = 0, 0
+                    if offset is not None:
+                        f.seek(offset)
+                        number, position = index, offset
+                    end = self._disk_end
+                    for raw in f:
+                        position += len(raw)
+                        if position > end:
+                            break
+                        if raw.startswith(b"#"):
+                            continue
+                        if number >= index:
+                            yield number, raw, position
+                        number += 1
+        for k in range(max(index - self._on_disk, 0), len(self._extra)):
+            yield self._on_disk + k, self._extra[k], -1
+
+    def _url_index(self) -> dict[str, int]:
+        """URL -> line number (the first line, should a URL be there twice): built once, on first need."""
+        if self._index is None:
+            self._index = {}
+            for index, url in self._stream(0, 0):
+                self._index.setdefault(url, index)
+        return self._index
+
+    def find(self, urls: set[str]) -> dict[str, int]:
+        """The line numbers of these URLs (those in the file), in one pass, without the whole map."""
+        if self._index is not None:
+            return {u: self._index[u] for u in urls if u in self._index}
+        found: dict[str, int] = {}
+        for index, url in self._stream(0, 0):
+            if url in urls:
+                found.setdefault(url, index)
+        return found
+
     # -- pass 1 -----------------------------------------------------------------------------------
     def __contains__(self, url: str) -> bool:
-        return url in self.links
+        return url in self._url_index()
 
     def __len__(self) -> int:
-        return len(self.links)
+        return self._count
 
     def add(self, links: Iterable[Link]) -> list[Link]:
         """Append the links not in the file yet (one write, one fsync); return those."""
+        index = self._url_index()
         new: list[Link] = []
         for link in links:
-            if link.url not in self.links:
-                self.links[link.url] = None
+            if link.url not in index:
+                index[link.url] = self._count + len(new)
                 new.append(link)
-        if new and not self.read_only:
-            append_lines(self._links_fd, "".join(
-                f"{link.url}\t{'-' if link.depth is None else link.depth}\t{_one_line(link.origin) or '-'}\n"
-                for link in new))
+        self._append(new)
         return new
 
-    # -- pass 2 -----------------------------------------------------------------------------------
-    def status(self, url: str) -> str:
-        state = self.states.get(url)
-        return state.status if state else "pending"
+    def add_template(self, urls: Iterable[str], *, chunk: int = 10_000,
+                     enough: Callable[[int], bool] | None = None) -> int:
+        """Append a template's links that are not in the file yet, in chunks (one write, one fsync
+        each); return how many. A template gives its links in the same order each time, so the
+        file's template lines are walked alongside: nothing is held but a window of recent links (a
+        link the template repeats within it is dropped). Should the file differ (the template or its
+        values changed, or a date range inside another grew), the rest is checked against the map
+        of URLs. `enough(pending)` (for --dry-run) stops once that many pending links are known."""
+        known = ((n, url) for n, url, origin, _e in self._stream_lines(0, 0) if origin == "template") \
+            if self._index is None else None
+        index = self._index
+        recent: set[str] = set()
+        order: deque[str] = deque()
+        batch: list[Link] = []
+        added = pending = 0
+        for url in urls:
+            if url in recent:
+                continue
+            recent.add(url)
+            order.append(url)
+            if len(order) > TEMPLATE_WINDOW:
+                recent.discard(order.popleft())
+            if known is not None:
+                line = next(known, None)
+                if line is not None and line[1] == url:  # already in the file, at its place
+                    if enough is not None:
+                        pending += self._status[line[0]] == PENDING
+                        if enough(pending):
+                            break
+                    continue
+                if line is not None:  # the file differs from here on: check by URL
+                    known = None
+                    index = self._url_index()
+            if index is not None and url in index:
+                continue
+            if index is not None:
+                index[url] = self._count + len(batch)
+            batch.append(Link(url, None, "template"))
+            if len(batch) >= chunk:
+                self._append(batch)
+                added += len(batch)
+                pending += len(batch)
+                batch = []
+            if enough is not None and enough(pending + len(batch)):
+                break
+        self._append(batch)
+        return added + len(batch)
 
-    def pending(self, *, ignore_backoff: bool = False) -> list[str]:
-        """Links pass 2 should fetch now, in file order: never tried, reopened, refused (the caller keeps
-        them back while their host is held), or due for a retry."""
+    def _append(self, new: list[Link]) -> None:
+        if not new:
+            return
+        if self.read_only:
+            self._extra.extend(link.url for link in new)
+        else:
+            text = "".join(f"{link.url}\t{'-' if link.depth is None else link.depth}\t{_one_line(link.origin) or '-'}\n"
+                           for link in new)
+            append_lines(self._links_fd, text)
+            self._disk_end += len(text.encode("utf-8"))
+            self._on_disk += len(new)
+        self._count += len(new)
+        self._status.extend(bytes(len(new)))
+        self._attempts.extend(bytes(len(new)))
+        self._counts["pending"] += len(new)
+
+    # -- pass 2 -----------------------------------------------------------------------------------
+    def index_of(self, url: str) -> int | None:
+        return self._url_index().get(url)
+
+    def status(self, url: str) -> str:
+        index = self.index_of(url)
+        return "pending" if index is None else STATUSES[self._status[index]]
+
+    def status_at(self, index: int) -> str:
+        return STATUSES[self._status[index]]
+
+    def pending(self, *, ignore_backoff: bool = False, hand_out: bool = True) -> Iterator[tuple[int, str]]:
+        """(line, URL) of the links pass 2 should fetch now: first those tried before and pending
+        again (reopened, refused, due for a retry; the caller keeps refused ones back while their host
+        is held) and those handed out before and not marked, then the untried ones in file order, read
+        from the file as the caller goes. With hand_out, the untried ones given are remembered until
+        marked and the cursor moves past them, so the next call does not read them again."""
         now = self.clock()
-        out = []
-        for url in self.links:
-            state = self.states.get(url)
-            if state is None or state.status == "refused" \
-                    or (state.status == "retry" and (ignore_backoff or state.retry_at <= now)):
-                out.append(url)
-        return out
+        again = sorted({**self._out, **{i: u for i, u in self._again.items()
+                                       if self._status[i] != RETRY or ignore_backoff
+                                       or self._retry_at.get(i, 0.0) <= now}}.items())
+        for index, url in again:
+            code = self._status[index]
+            if code == PENDING or code == REFUSED or code == RETRY:
+                yield index, url
+        index, offset = self._cursor
+        status, again, out = self._status, self._again, self._out
+        for number, raw, end in self._stream_raw(index, offset):
+            if hand_out:
+                self._cursor = (number + 1, end if end >= 0 else None)
+            elif number == index and end >= 0 and self._cursor == (index, None):
+                self._cursor = (index, end - len(raw))  # found once: later calls seek to it
+            if status[number] != PENDING or number in again or number in out:
+                continue
+            url = _url(raw)
+            if not url:
+                continue
+            if hand_out:
+                out[number] = url
+            yield number, url
+
+    def has_pending(self) -> bool:
+        """Links to fetch now, retries not due yet aside."""
+        return self._counts["pending"] > 0 or self._counts["refused"] > 0
 
     def next_retry(self) -> float | None:
-        times = [s.retry_at for s in self.states.values() if s.status == "retry"]
-        return min(times) if times else None
+        heap = self._retry_heap
+        while heap and self._retry_at.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # a retry since done, given up or due at another time
+        return heap[0][0] if heap else None
 
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """Record what happened to links (one write, one fsync); return each with its new state."""
@@ -160,10 +372,10 @@ class LinkFile:
         stamp = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         lines, out = [], []
         for m in marks:
-            if m.url not in self.links:
+            index = m.index if m.index is not None and m.index < self._count else self.index_of(m.url)
+            if index is None:
                 continue
-            before = self.states.get(m.url)
-            attempts = before.attempts if before else 0
+            attempts = self._attempts[index]
             status = m.status
             if status in ("done", "gone", "failed", "refused"):
                 attempts += 1
@@ -171,42 +383,86 @@ class LinkFile:
                 status = "dead" if attempts >= MAX_ATTEMPTS else "retry" if status == "failed" else "refused"
             if status == "reopen":
                 attempts = 0
-            state = LinkState(status, attempts, float(int(now)))
-            lines.append(f"{stamp}\t{status}\t{attempts}\t{m.url}\t{_one_line(m.detail)}\n")
-            if status == "reopen":
-                self.states.pop(m.url, None)
-            else:
-                self.states[m.url] = state
-            out.append((m, state))
+            lines.append(f"{stamp}\t{status}\t{attempts}\t{m.url}\t{_one_line(m.detail)}\t{index}\n")
+            self._set(index, status, attempts, float(int(now)), m.url)
+            self._out.pop(index, None)
+            out.append((m, LinkState(status, attempts, float(int(now)))))
         if lines and not self.read_only:
             append_lines(self._status_fd, "".join(lines))
         return out
 
     def counts(self) -> Counter:
         """How many links are in each status ('pending' for those without one)."""
-        counts = Counter(state.status for state in self.states.values())
-        counts["pending"] = len(self.links) - sum(counts.values())
-        return counts
+        return Counter(self._counts)
+
+
+def whole_lines_end(path: Path, *, repair: bool = True) -> int:
+    """The size of the file's whole lines; a torn last line (a crash mid-append) is cut off the file
+    too, unless repair is False. Reads only the file's tail."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            f.seek(start)
+            block = f.read(end - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+    if end != size and repair:
+        with open(path, "r+b") as f:
+            f.truncate(end)
+            f.flush()
+            os.fsync(f.fileno())
+        log.warning("repaired %s: dropped a torn last line (%d bytes)", path, size - end)
+    return end
+
+
+def count_lines(path: Path, end: int) -> int:
+    """Lines in the first `end` bytes that are not comments, counted in blocks."""
+    if end == 0:
+        return 0
+    lines = comments = 0
+    previous = b"\n"
+    with open(path, "rb") as f:
+        left = end
+        while left > 0:
+            block = f.read(min(READ_BLOCK, left))
+            if not block:
+                break
+            left -= len(block)
+            lines += block.count(b"\n")
+            comments += block.count(b"\n#") + (previous == b"\n" and block[:1] == b"#")
+            previous = block[-1:]
+    return lines - comments
+
+
+def iter_lines(path: Path, end: int) -> Iterator[str]:
+    """The file's whole lines up to byte `end`, without comments, as a stream."""
+    if end == 0:
+        return
+    with open(path, "rb") as f:
+        position = 0
+        for raw in f:
+            position += len(raw)
+            if position > end:
+                break
+            if raw.startswith(b"#") or raw == b"\n":  # comments; a blank line is no status either
+                continue
+            yield raw.rstrip(b"\n").decode("utf-8", "replace")
 
 
 def read_lines(path: Path, *, repair: bool = True) -> list[str]:
     """The file's whole lines, without comments; a torn last line (a crash mid-append) is cut off
     (from the file too, unless repair is False)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    end = data.rfind(b"\n") + 1
-    if end != len(data) and not repair:
-        data = data[:end]
-    elif end != len(data):
-        with open(path, "r+b") as f:
-            f.truncate(end)
-            f.flush()
-            os.fsync(f.fileno())
-        log.warning("repaired %s: dropped a torn last line (%d bytes)", path, len(data) - end)
-        data = data[:end]
-    return [line for line in data.decode("utf-8", "replace").split("\n") if line and not line.startswith("#")]
+    return list(iter_lines(path, whole_lines_end(path, repair=repair)))
 
 
 def open_append(path: Path, header: str) -> int:
@@ -225,6 +481,14 @@ def append_lines(fd: int, text: str) -> None:
         os.fsync(fd)
     except OSError as exc:
         raise StorageError(f"cannot append to a link file: {exc.strerror or exc}") from None
+
+
+def _url(raw: bytes | str) -> str:
+    """The URL of a links.txt line (bytes), or a read-only extra (already a URL)."""
+    if isinstance(raw, str):
+        return raw
+    tab = raw.find(b"\t")
+    return raw[:tab if tab >= 0 else len(raw.rstrip(b"\n"))].decode("utf-8", "replace")
 
 
 def _one_line(text: str) -> str:

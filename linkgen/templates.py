@@ -174,6 +174,22 @@ def render(template: str, mapping: Mapping[str, Any]) -> str:
     return template.format(**mapping)
 
 
+def expand_urls(template: str, values: Mapping[str, Values], *, today: date) -> Iterator[str]:
+    """Every link of a closed template, as plain strings, lazily: the innermost placeholder is walked
+    in a plain loop over one reused mapping (a template of ten million links spends its time here)."""
+    names = list(values)
+    if not names:
+        yield template.format()
+        return
+    *outer, last = names
+    fmt = template.format
+    for mapping in _combinations(outer, values, today):
+        mapping = dict(mapping)
+        for value in sequence(values[last], today):
+            mapping[last] = value
+            yield fmt(**mapping)
+
+
 def expand(template: str, values: Mapping[str, Values], *, today: date,
            stop_after_misses: int | None = None,
            is_good: Callable[[str], bool] | None = None) -> Iterator[TemplateLink]:
@@ -182,8 +198,7 @@ def expand(template: str, values: Mapping[str, Values], *, today: date,
     fetched them) does not confirm; run again after pass 2 to go further."""
     names = list(values)
     if stop_after_misses is None:
-        for mapping in _combinations(names, values, today):
-            yield TemplateLink(render(template, mapping))
+        yield from map(TemplateLink, expand_urls(template, values, today=today))
         return
     walked = next(n for n in names if isinstance(values[n], NumberRange))
     others = [n for n in names if n != walked]

@@ -1,8 +1,9 @@
 """Object pages: parse HTML safely, pull out fields by XPath or CSS, and list a page's links.
 
 The parser never resolves entities, never touches the network and refuses trees deeper or larger
-than any real page (libxml2 would silently cut them). A field is the text of what its selector
-matches, whitespace collapsed; several matches are joined by a newline; no match is ''.
+than any real page. A page whose text libxml2 could not read whole is refused too, never cut
+silently. A field is the text of what its selector matches, whitespace collapsed; several matches
+are joined by a newline; no match is ''.
 """
 from __future__ import annotations
 
@@ -25,11 +26,16 @@ _SPACES = re.compile(r"\s+")
 _CSS_PSEUDO = re.compile(r"::(text|attr\(\s*([\w:-]+)\s*\))\s*$")
 _TRANSLATOR = HTMLTranslator()
 LINK_SCHEMES = ("http", "https")
+_RESOURCE_LIMIT = etree.ErrorTypes.ERR_RESOURCE_LIMIT
 
 
 def _parser() -> lxml.html.HTMLParser:
     # One per call: lxml parsers are not safe to share between threads.
-    return lxml.html.HTMLParser(no_network=True, huge_tree=False, remove_comments=True, remove_pis=True)
+    # huge_tree lifts libxml2's 10-million-character cap on one text node, which otherwise ends the
+    # parse there and leaves that field and every later one empty. The body is already capped at
+    # MAX_BYTES where it came in, which bounds memory; depth stays capped (2,048) and MAX_ELEMENTS
+    # below caps the element count. Entities are never expanded by the HTML parser either way.
+    return lxml.html.HTMLParser(no_network=True, huge_tree=True, remove_comments=True, remove_pis=True)
 
 
 def parse_html(body: bytes, *, content_type: str = "") -> lxml.html.HtmlElement:
@@ -49,8 +55,12 @@ def parse_html(body: bytes, *, content_type: str = "") -> lxml.html.HtmlElement:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         raise ParseError(f"HTML does not parse: {exc}") from None
     for entry in parser.error_log:
-        if "Excessive depth" in entry.message or "Huge input lookup" in entry.message:
+        if "Excessive depth" in entry.message:
             raise ParseError(f"page refused: nesting deeper than a real page ({entry.message.strip()})")
+        if entry.type == _RESOURCE_LIMIT or "limit exceeded" in entry.message.lower() \
+                or "Huge input lookup" in entry.message:
+            # libxml2 stopped reading here: whatever follows would be stored empty or cut.
+            raise ParseError(f"page refused: the parser could not read it whole ({entry.message.strip()})")
     count = 0
     for _ in doc.iter():
         count += 1

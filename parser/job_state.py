@@ -135,15 +135,20 @@ class JobState:
         if self.dry_run:
             return 0
         staging = self.sink.staging
-        urls: dict[str, None] = {}
+        staged: dict[str, None] = {}
         for path in [*staging.batches(), staging.path]:
             if path.exists():
                 for row in read_rows(path):
-                    url = row.get("url")
-                    if url in self.links and self.links.status(url) != "done":
-                        urls[url] = None
-        self.links.mark(Mark(u, "done", "recovered from the staging CSV after a crash") for u in urls)
-        return len(urls)
+                    if row.get("url"):
+                        staged[row["url"]] = None
+        if not staged:
+            return 0
+        # One pass over links.txt finds their lines; no map of every link's URL is built for this.
+        lines = self.links.find(set(staged))
+        marks = [Mark(url, "done", "recovered from the staging CSV after a crash", lines[url])
+                 for url in staged if url in lines and self.links.status_at(lines[url]) != "done"]
+        self.links.mark(marks)
+        return len(marks)
 
     def close(self) -> None:
         self.sink.close()

@@ -17,22 +17,24 @@ passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import sys
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TextIO
 
 from db.store import Database
+from linkgen.frontier import HostFrontier
 from linkgen.harvest import PageResult, fetch_page, in_domains
 from linkgen.linkfile import MAX_ATTEMPTS, Link, Mark
 from linkgen.politeness import HostHeldError, HostPacer, Robots, host_key, polite_get
-from linkgen.templates import expand
+from linkgen.templates import expand, expand_urls
 
 from . import logs
 from .errors import FetchError, ParseError, StorageError
@@ -50,6 +52,7 @@ SLICE_SECONDS = 30.0      # forever mode: the longest the jobs keep the loop fro
 ABSORB_EVERY = 0.05        # seconds: results are staged in batches (one fsync each), at least this often
 ABSORB_BATCH = 64
 TEMPLATE_CHUNK = 10_000
+PENDING_SAMPLE = 1_000     # pending links looked at to tell whether one is on a host not held
 ONCE_WAIT_MAX = 60.0       # --once: seconds a job waits in all for hosts that asked for a pause
 DRY_RUN_LINKS = 20         # --dry-run: objects fetched per job at most
 
@@ -73,6 +76,7 @@ def select_jobs(settings: Settings, names: tuple[str, ...]) -> list[LinkJob]:
 class ObjectOutcome:
     """What a worker hands back for one link of pass 2."""
     url: str
+    index: int | None = None  # the link's line in the link file
     record: dict | None = None
     empty: list[str] = field(default_factory=list)
     error: str | None = None
@@ -80,6 +84,10 @@ class ObjectOutcome:
     abandoned: bool = False  # cut short because the daemon is stopping: still pending, no attempt spent
     held: bool = False  # not sent: its host is held (Retry-After); still pending, no attempt spent
     refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
+
+
+def _url_of(item: tuple[int, str]) -> str:
+    return item[1]
 
 
 def _utc(epoch: float) -> str:
@@ -155,14 +163,13 @@ class JobRunner:
             if state.pass1_due(now):
                 if not (state.harvest and state.harvest.active):
                     return now
-                soonest = min(soonest, now + self._hold_left(state.harvest.level_waiting()))
+                soonest = min(soonest, now + self._hold_left(state.harvest.level_waiting(self.pacer.key_held_for)))
                 continue
             soonest = min(soonest, state.pass1_at + state.job.interval)
             if self.links_only:
                 continue
-            pending = state.links.pending()
-            if pending:
-                soonest = min(soonest, now + self._hold_left(pending))
+            if state.links.has_pending():
+                soonest = min(soonest, now + self._hold_left(self._pending_sample(state)))
             retry = state.links.next_retry()
             if retry is not None:
                 soonest = min(soonest, retry)
@@ -179,7 +186,7 @@ class JobRunner:
     def _run_job(self, state: JobState, deadline: float | None) -> None:
         if self.once or state.pass1_due(self.clock()):
             if state.harvest and state.harvest.active and not self.once \
-                    and self._hold_left(state.harvest.level_waiting()) > 0:
+                    and self._hold_left(state.harvest.level_waiting(self.pacer.key_held_for)) > 0:
                 return  # every page it could fetch next is on a held host: back when the hold ends
             if state.harvest:
                 self._harvest(state, deadline)
@@ -206,22 +213,32 @@ class JobRunner:
         job, links = state.job, state.links
         started, before = time.monotonic(), len(links)
         today = datetime.fromtimestamp(self.clock(), UTC).date()
-        batch: list[Link] = []
         probes: list[str] = []
         pending_seen = 0
-        for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
-                           is_good=lambda url: links.status(url) == "done"):
-            batch.append(Link(made.url, None, "template"))
-            if made.probe:
-                probes.append(made.url)
-            if self.dry_run:  # only the first links pass 2 would fetch are needed: no 10-million-link lists
-                pending_seen += made.url not in links or links.status(made.url) == "pending"
-                if pending_seen > DRY_RUN_LINKS:
-                    break
-            if len(batch) >= TEMPLATE_CHUNK:
-                links.add(batch)
-                batch = []
-        links.add(batch)
+        if job.stop_after_misses is None:
+            # A closed template: streamed to the file in chunks, checked against the file in order,
+            # never held whole (ten million links cost no more memory than ten thousand).
+            def enough(pending: int) -> bool:
+                nonlocal pending_seen
+                pending_seen = pending
+                return pending > DRY_RUN_LINKS  # only the first links pass 2 would fetch are needed
+            links.add_template(expand_urls(job.template, job.values, today=today),
+                               chunk=TEMPLATE_CHUNK, enough=enough if self.dry_run else None)
+        else:
+            batch: list[Link] = []
+            for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
+                               is_good=lambda url: links.status(url) == "done"):
+                batch.append(Link(made.url, None, "template"))
+                if made.probe:
+                    probes.append(made.url)
+                if self.dry_run:
+                    pending_seen += made.url not in links or links.status(made.url) == "pending"
+                    if pending_seen > DRY_RUN_LINKS:
+                        break
+                if len(batch) >= TEMPLATE_CHUNK:
+                    links.add(batch)
+                    batch = []
+            links.add(batch)
         new = len(links) - before
         reopened = 0
         if scheduled:
@@ -250,13 +267,13 @@ class JobRunner:
         inflight: dict[Future, str] = {}
         while not self.stop.is_set():
             if deadline is None or time.monotonic() < deadline:
-                for url, depth in harvest.take(self.window - len(inflight), ready=self._host_free):
+                for url, depth in harvest.take(self.window - len(inflight), held_for=self.pacer.key_held_for):
                     future = self.pool.submit(fetch_page, url, depth, job.harvest, fetcher=self.fetcher,
                                               pacer=self.pacer, robots=self.robots, delay=job.delay)
                     inflight[future] = url
             if not inflight:
-                if harvest.finished() or not self._wait_for_hold(state, harvest.level_waiting(), deadline,
-                                                                 "pages"):
+                if harvest.finished() or not self._wait_for_hold(
+                        state, harvest.level_waiting(self.pacer.key_held_for), deadline, "pages", harvest.waiting):
                     break
                 continue
             done, _ = wait(inflight, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -303,44 +320,47 @@ class JobRunner:
         """Fetch the pending links (until the deadline); return how many were tried."""
         job = state.job
         pending = state.links.pending(ignore_backoff=self.once)
-        if self.dry_run and len(pending) > DRY_RUN_LINKS:
-            self._say(state, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
-                             f"{DRY_RUN_LINKS} and stops there")
-            pending = pending[:DRY_RUN_LINKS]
-        todo = deque(pending)
-        parked: dict[str, list[str]] = {}  # host -> its links, kept back until the host's hold ends
+        if self.dry_run:
+            first = list(itertools.islice(pending, DRY_RUN_LINKS + 1))
+            if len(first) > DRY_RUN_LINKS:
+                self._say(state, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
+                                 f"{DRY_RUN_LINKS} and stops there")
+            pending = iter(first[:DRY_RUN_LINKS])
+        # The links are read from the link file as they are sent; a held host's wait apart.
+        frontier = HostFrontier(self.pacer.key_held_for, pending, url_of=_url_of)
         tally = Counter()
         empty = Counter()
         started = time.monotonic()
-        inflight: dict[Future, str] = {}
+        inflight: dict[Future, tuple[int, str]] = {}
         ready: list[ObjectOutcome] = []
         last_absorb = time.monotonic()
         while not self.stop.is_set():
             while len(inflight) < self.window and (deadline is None or time.monotonic() < deadline):
-                url = self._next_link(todo, parked)
-                if url is None:
+                item = frontier.pop()
+                if item is None:
                     break
-                inflight[self.pool.submit(self._fetch_object, state, url)] = url
+                inflight[self.pool.submit(self._fetch_object, state, *item)] = item
             if not inflight:
-                if not parked or not self._wait_for_hold(state, [urls[0] for urls in parked.values()], deadline,
-                                                         "links", sum(map(len, parked.values()))):
+                if not frontier.parked_count or not self._wait_for_hold(
+                        state, [_url_of(i) for i in frontier.parked_hosts().values()], deadline, "links",
+                        frontier.parked_count):
                     break
                 continue
             done, _ = wait(inflight, timeout=ABSORB_EVERY, return_when=FIRST_COMPLETED)
             for future in done:
-                url = inflight.pop(future)
+                index, url = inflight.pop(future)
                 try:
                     outcome = future.result()
                 except Exception as exc:  # a bug in a worker fails that link, not the daemon
                     log.exception("internal error fetching %s", url)
-                    outcome = ObjectOutcome(url=url, error=f"internal error: {exc!r}")
+                    outcome = ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}")
                 if outcome.held:
-                    parked.setdefault(host_key(url), []).append(url)
+                    frontier.park((index, url))
                 else:
                     ready.append(outcome)
             if len(ready) >= ABSORB_BATCH or not inflight or time.monotonic() - last_absorb >= ABSORB_EVERY:
-                for url in self._absorb(state, ready, tally, empty):
-                    parked.setdefault(host_key(url), []).append(url)
+                for item in self._absorb(state, ready, tally, empty):
+                    frontier.park(item)
                 ready, last_absorb = [], time.monotonic()
                 counts = state.links.counts()
                 self._show(f"{job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
@@ -363,22 +383,15 @@ class JobRunner:
                          + (f", {failed} failed" if failed else ""))
         return tried
 
-    def _next_link(self, todo: deque[str], parked: dict[str, list[str]]) -> str | None:
-        """The next link to send: first those of hosts whose hold has ended, then the rest in order;
-        a link of a held host is parked with its host's."""
-        for host in [h for h in parked if self.pacer.key_held_for(h) <= 0]:
-            todo.extendleft(reversed(parked.pop(host)))
-        while todo:
-            url = todo.popleft()
-            host = host_key(url)
-            if host in parked or self.pacer.key_held_for(host) > 0:
-                parked.setdefault(host, []).append(url)
-                continue
-            return url
-        return None
+    @staticmethod
+    def _pending_sample(state: JobState) -> Iterator[str]:
+        """Some pending links, enough to tell whether one is on a host not held: those tried before,
+        then the next untried ones (nothing is handed out; read only when a host is held)."""
+        return (url for _, url in itertools.islice(state.links.pending(hand_out=False), PENDING_SAMPLE))
 
-    def _fetch_object(self, state: JobState, url: str) -> ObjectOutcome:
-        """Worker thread: fetch one object page and extract its fields. Touches no file."""
+    def _fetch_object(self, state: JobState, index: int, url: str) -> ObjectOutcome:
+        """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
+        Touches no file."""
         try:
             harvest = state.job.harvest
             response = polite_get(url, fetcher=self.fetcher, pacer=self.pacer, delay=state.job.delay,
@@ -387,20 +400,21 @@ class JobRunner:
                                   if harvest else None)
             doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
         except HostHeldError:
-            return ObjectOutcome(url=url, held=True)
+            return ObjectOutcome(url=url, index=index, held=True)
         except FetchError as exc:
             refused = exc.retry_after is not None
-            return ObjectOutcome(url=url, error=str(exc), final=exc.permanent, refused=refused,
+            return ObjectOutcome(url=url, index=index, error=str(exc), final=exc.permanent, refused=refused,
                                  abandoned=self.stop.is_set() and not refused)
         except ParseError as exc:
-            return ObjectOutcome(url=url, error=str(exc))
+            return ObjectOutcome(url=url, index=index, error=str(exc))
         extracted = extract_fields(doc, state.selectors)
         record = {"url": url, "fetched": now_iso(self.clock), **extracted.values}
-        return ObjectOutcome(url=url, record=record, empty=extracted.empty)
+        return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty)
 
-    def _absorb(self, state: JobState, ready: list[ObjectOutcome], tally: Counter, empty: Counter) -> list[str]:
+    def _absorb(self, state: JobState, ready: list[ObjectOutcome], tally: Counter,
+                empty: Counter) -> list[tuple[int, str]]:
         """Main thread: stage the records (durably), then mark their links; log the failures. Return the
-        refused links that may be asked again (after their host's hold)."""
+        refused links (line, URL) that may be asked again (after their host's hold)."""
         ready = [o for o in ready if not o.abandoned]
         if not ready:
             return []
@@ -410,12 +424,13 @@ class JobRunner:
         marks = []
         for outcome in ready:
             if outcome.record is not None:
-                marks.append(Mark(outcome.url, "done"))
+                marks.append(Mark(outcome.url, "done", index=outcome.index))
                 empty.update(outcome.empty)
             elif outcome.refused:
-                marks.append(Mark(outcome.url, "refused", outcome.error or ""))
+                marks.append(Mark(outcome.url, "refused", outcome.error or "", outcome.index))
             else:
-                marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or ""))
+                marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
+                                  outcome.index))
         again = []
         for mark, link_state in state.links.mark(marks):
             tally[link_state.status] += 1
@@ -424,7 +439,7 @@ class JobRunner:
             if mark.status == "refused":
                 self._refusal(state, mark.url, mark.detail, link_state.attempts, link_state.status)
                 if link_state.status == "refused":
-                    again.append(mark.url)
+                    again.append((mark.index, mark.url))
                 continue
             if self.dry_run:  # nothing is recorded, so nothing is "asked again later"
                 what = mark.detail
@@ -438,9 +453,6 @@ class JobRunner:
         return again
 
     # -- holds (429/503 with Retry-After) -----------------------------------------------------
-    def _host_free(self, url: str) -> bool:
-        return self.pacer.held_for(url) <= 0
-
     def _hold_left(self, urls: Iterable[str]) -> float:
         """0 when one of `urls` may be fetched now (or there are none); else seconds until one may."""
         holds = self.pacer.holds()

@@ -111,3 +111,12 @@ def test_page_links_are_absolute_http_only_and_once_each():
 def test_bad_selectors_are_refused(selector):
     with pytest.raises(ValueError):
         compile_selector(selector)
+
+
+def test_a_text_node_over_libxml2s_limit_is_read_whole_with_the_fields_after_it():
+    # libxml2 without huge_tree stops at 10,000,000 characters in one text node and drops the rest.
+    text = "y" * 10_200_000
+    got = fields(f"<html><body><div>{text}</div><h2>after</h2></body></html>", {"big": "//div", "after": "//h2"})
+    assert got.values == {"big": text, "after": "after"}
+    with pytest.raises(ParseError, match="nesting deeper"):  # depth stays capped
+        parse_html(b"<html><body>" + b"<div>" * 5000 + b"</body></html>", content_type="text/html")

@@ -11,6 +11,7 @@ from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
 from linkgen.politeness import HostPacer, Robots
 from parser.fetch import Fetcher
 from parser.job_settings import HarvestSpec
+from tests.server import reply
 from tests.shop import HARVEST_FIELDS, Shop, page
 
 OBJECTS = r"/item/\d+$"
@@ -198,3 +199,70 @@ def test_in_domains_accepts_subdomains_only():
     assert in_domains("http://www.shop.test/x", ("shop.test",))
     assert not in_domains("http://evilshop.test/x", ("shop.test",))
     assert not in_domains("http://shop.test.evil/x", ("shop.test",))
+
+
+def test_a_level_of_50000_pages_costs_a_host_check_per_page_taken_not_per_page_queued(tmp_path):
+    """The queue is not rescanned at each step: taking a page looks at that page alone, whatever
+    waits behind it (the old take() asked about every page of the level at every step)."""
+    spec = HarvestSpec(root="http://s.test/", objects=OBJECTS, depth=3, allowed_domains=("s.test",),
+                       max_pages=60_000)
+    harvest = Harvest(tmp_path, "j", spec, clock=lambda: 1_700_000_000.0)
+    harvest.start(links_now=0)
+    assert harvest.take(10) == [("http://s.test/", 0)]
+    pages = [f"http://s.test/list/{n}" for n in range(50_000)]
+    harvest.record(PageResult(url="http://s.test/", depth=0, pages=pages))
+    asked = []
+
+    def held_for(host: str) -> float:
+        asked.append(host)
+        return 0.0
+
+    taken = []
+    for _ in range(200):
+        batch = harvest.take(2, held_for=held_for)
+        taken += batch
+        for url, depth in batch:
+            harvest.record(PageResult(url=url, depth=depth))
+    assert [u for u, _ in taken] == pages[:400] and all(d == 1 for _, d in taken)
+    assert len(asked) <= 2 * len(taken)
+    assert harvest.waiting == 50_000 - 400 and not harvest.finished()
+
+
+def test_a_held_host_keeps_its_pages_back_without_holding_up_the_others(tmp_path):
+    spec = HarvestSpec(root="http://s.test/", objects=OBJECTS, depth=3, allowed_domains=("s.test",))
+    harvest = Harvest(tmp_path, "j", spec, clock=lambda: 1_700_000_000.0)
+    harvest.start(links_now=0)
+    harvest.take(1)
+    pages = ["http://a.s.test/1", "http://b.s.test/1", "http://a.s.test/2", "http://b.s.test/2"]
+    harvest.record(PageResult(url="http://s.test/", depth=0, pages=pages))
+    held = {"http://a.s.test:"}
+    hold = lambda host: 5.0 if host in held else 0.0  # noqa: E731
+    assert harvest.take(10, held_for=hold) == [("http://b.s.test/1", 1), ("http://b.s.test/2", 1)]
+    assert harvest.level_waiting(hold) == ["http://a.s.test/1"]
+    held.clear()  # the hold ends: the held host's pages come back, in their order
+    assert harvest.take(10, held_for=hold) == [("http://a.s.test/1", 1), ("http://a.s.test/2", 1)]
+
+
+@pytest.mark.slow  # the root page's 50,000 links are each parsed, made canonical and checked against robots.txt
+def test_a_root_page_with_50000_follow_links_is_harvested_through_the_daemon(server, project):
+    follow = 50_000
+    server.route("/", body=("<html><body>" + "".join(f'<a href="/list/{n}">{n}</a>' for n in range(follow))
+                            + '<a href="/item/root">on the root</a></body></html>').encode(),
+                 content_type="text/html")
+
+    def list_page(h) -> None:
+        n = h.path.rsplit("/", 1)[1]
+        reply(h, 200, f'<html><body><a href="/item/{n}">item {n}</a></body></html>'.encode(),
+              {"Content-Type": "text/html"})
+
+    server.route("/list/*", handler=list_page)
+    project.write_params(LINK_JOBS=[{"name": "shop", "objects": r"/item/\w+$", "fields": HARVEST_FIELDS,
+                                     "harvest": {"root": server.url("/"), "follow": "/list/", "max_pages": 150}}],
+                         CONCURRENCY=8, PER_HOST=8)
+    run = project.run("--once", "--links-only")
+    assert run.returncode == 0, run.stderr
+    lines = link_lines(project)
+    # The root's object link, then one object on each of the 149 listing pages max_pages let it expand.
+    assert len(lines) == 150
+    assert {line[0] for line in lines} == {server.url("/item/root")} | {server.url(f"/item/{n}") for n in range(149)}
+    assert "150 pages fetched (0 failed), 150 links in the file, 150 new; stopped at max_pages (150)" in project.log()
