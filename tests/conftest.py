@@ -60,9 +60,9 @@ class Project:
             raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
         return proc
 
-    def start(self, *args: str) -> subprocess.Popen:
+    def start(self, *args: str, preexec_fn=None) -> subprocess.Popen:
         return subprocess.Popen(self.command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=self.folder)
+                                text=True, cwd=self.folder, preexec_fn=preexec_fn)
 
     def rows(self, table: str = "items", where: str = "") -> list[dict]:
         if not self.db_path.exists():

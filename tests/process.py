@@ -24,10 +24,11 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = 30.0) 
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def start_listening(project) -> subprocess.Popen:
-    """Start the daemon (no --once) and return once parser.log says it listens."""
+def start_listening(project, preexec_fn=None) -> subprocess.Popen:
+    """Start the daemon (no --once) and return once parser.log says it listens; `preexec_fn` runs in
+    the child before the daemon (a resource limit)."""
     before = project.log().count("listening on")  # an earlier run's line is no sign of this one
-    proc = project.start()
+    proc = project.start(preexec_fn=preexec_fn)
 
     def listening() -> bool:
         if proc.poll() is not None:

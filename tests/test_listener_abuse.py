@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.process import free_port, stop, wait_for
+from tests.process import free_port, start_listening, stop
 from tests.test_webhook import SECRET, post, post_item, signed
 
 MiB = 1 << 20
@@ -46,17 +46,7 @@ def start(project, open_files: int | None = None) -> subprocess.Popen:
         if open_files:
             resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
-    before = project.log().count("listening on")
-    proc = subprocess.Popen(project.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=project.folder, preexec_fn=limit)
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"daemon exited {proc.returncode}: {proc.stderr.read()}")
-        return project.log().count("listening on") > before
-
-    wait_for(listening, "the daemon's listener")
-    return proc
+    return start_listening(project, preexec_fn=limit)
 
 
 class Gauge:
