@@ -39,8 +39,10 @@ class Poller:
             self._wait_for_rate(source, first=True)
             result = self.fetcher.get(source.url, headers=api.request_headers(source), etag=etag,
                                       last_modified=last_modified)
+            # Only the max_items newest entries are read into records (the fast path skips the rest).
             parsed = None if result.not_modified else parse_body(source, result.body, url=result.url,
-                                                                 headers=result.headers, fetched=fetched)
+                                                                 headers=result.headers, fetched=fetched,
+                                                                 limit=source.max_items)
         if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
             self.full_text.enrich(source, parsed)
         return result, parsed
