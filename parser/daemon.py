@@ -237,9 +237,16 @@ class Daemon:
         started = time.monotonic()
         summary = CycleSummary()
         pending: dict[Future, Source] = {}
-        for source in due:
-            state = self._state(source)
-            pending[self.pool.submit(self._poll, source, state.etag, state.last_modified)] = source
+        # At most twice CONCURRENCY polls are submitted ahead, so the bodies and records waiting for
+        # this thread depend on CONCURRENCY, not on the number of sources.
+        ahead = 2 * self.settings.concurrency
+        waiting = iter(due)
+
+        def submit_more() -> None:
+            while len(pending) < ahead and (source := next(waiting, None)) is not None:
+                state = self._state(source)
+                pending[self.pool.submit(self._poll, source, state.etag, state.last_modified)] = source
+        submit_more()
         while pending and not self.stop.is_set():
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
@@ -250,6 +257,8 @@ class Daemon:
                     outcome = PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}")
                     log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
                 self._absorb(outcome, summary)
+            if not self.stop.is_set():
+                submit_more()
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
         if not self.options.dry_run:

@@ -36,6 +36,7 @@ ATOM03 = "http://purl.org/atom/ns#"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RSS10 = "http://purl.org/rss/1.0/"
 RSS090 = "http://my.netscape.com/rdf/simple/0.9/"
+USERLAND = "http://backend.userland.com/rss2"  # RSS 2.0 in a namespace, as some 2000s servers wrote it
 CONTENT = "http://purl.org/rss/1.0/modules/content/"
 DC = "http://purl.org/dc/elements/1.1/"
 DCTERMS = "http://purl.org/dc/terms/"
@@ -54,7 +55,7 @@ _ATOM_CORE = {"title": "title", "link": "atomlink", "summary": "summary", "conte
               "author": "atomauthor", "published": "published", "issued": "published", "updated": "updated",
               "modified": "updated", "created": "created"}
 TAGS: dict[str, str] = {}
-for _ns in ("", RSS10, RSS090):
+for _ns in ("", RSS10, RSS090, USERLAND):
     TAGS.update({(f"{{{_ns}}}{k}" if _ns else k): v for k, v in _RSS_CORE.items()})
 for _ns in (ATOM10, ATOM03):
     TAGS.update({f"{{{_ns}}}{k}": v for k, v in _ATOM_CORE.items()})
@@ -68,6 +69,8 @@ TAGS.update({
     f"{{{ITUNES_CAPS}}}author": "itunesauthor", f"{{{ITUNES_CAPS}}}summary": "itunessummary",
     f"{{{FEEDBURNER}}}origLink": "origlink",
 })
+# The same namespaces written with https:// (seen: dc in real feeds); feedparser accepts them too.
+TAGS.update({"{https://" + tag[8:]: name for tag, name in list(TAGS.items()) if tag.startswith("{http://")})
 _ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
 _RDF_ABOUT = f"{{{RDF}}}about"
 
@@ -86,6 +89,7 @@ _LOOKS_LIKE_HTML = re.compile(r"</[A-Za-z][^>]*>|&#?[A-Za-z0-9]+;|&#[0-9]+")
 _NOT_TEXT = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
+_ZERO_YEAR = re.compile(r"\s0\d{3}\s")  # "Mon, 01 Jan 0001 00:00:00 +0000", read as 2001 by email.utils
 # "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
 _MAIL_THEN_NAME = re.compile(r"^\s*[^\s@()]+@[^\s@()]+\s*\((.+)\)\s*$")
 _NAME_THEN_MAIL = re.compile(r"^\s*(.+?)\s*<[^\s@<>]+@[^\s@<>]+>\s*$")
@@ -177,10 +181,12 @@ def _repaired(match: re.Match) -> bytes:
 def _channel_and_entries(root: etree._Element) -> tuple[str, etree._Element, list] | None:
     """(kind, the element holding the feed's own fields, the entry elements); None for an unknown root."""
     tag = root.tag
-    if tag == "rss":
-        channel = root.find("channel")
+    if tag in ("rss", f"{{{USERLAND}}}rss"):
+        namespace = tag[:-3]
+        channel = root.find(namespace + "channel")
         holder = channel if channel is not None else root
-        entries = [e for e in holder if e.tag == "item"] or [e for e in root.iter("item")]
+        item_tags = {namespace + "item", "item"}  # seen: namespaced channel, items with xmlns=""
+        entries = [e for e in holder if e.tag in item_tags] or list(root.iter(*item_tags))
         return _KINDS.get((root.get("version") or "").strip(), "rss"), holder, entries
     if tag == f"{{{RDF}}}RDF":
         entries = [e for e in root.iter() if e.tag in _ENTRY_TAGS]
@@ -490,6 +496,8 @@ def feed_date(text: str) -> str:
             moment = None
     if moment is None:
         return utc_iso(text)
+    if moment.year < 1000 or _ZERO_YEAR.search(text):
+        return ""  # year 1: a zero date (Go's, .NET's DateTime.MinValue), not a date
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:
