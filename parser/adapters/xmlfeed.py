@@ -495,7 +495,7 @@ def feed_date(text: str) -> str:
         except (TypeError, ValueError, IndexError):
             moment = None
     if moment is None:
-        return utc_iso(text)
+        return utc_iso(text) or _foreign_date(text)
     if moment.year < 1000 or _ZERO_YEAR.search(text):
         return ""  # year 1: a zero date (Go's, .NET's DateTime.MinValue), not a date
     if moment.tzinfo is None:
@@ -504,3 +504,46 @@ def feed_date(text: str) -> str:
         return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (ValueError, OverflowError):
         return ""
+
+
+# Month names feeds write in other languages (fr, de, es, it, pt, nl, ru), to English.
+_MONTH_WORDS = {
+    "Jan": "jan janv janvier januar jän jänner ene enero gen gennaio janeiro januari янв января январь",
+    "Feb": "feb févr fév février fevr februar febrero febbraio fev fevereiro februari фев февраля февраль",
+    "Mar": "mar mars mär märz maerz marzo março mrt maart мар марта март",
+    "Apr": "apr avr avril april abr abril aprile апр апреля апрель",
+    "May": "may mai mayo mag maggio maio mei мая май",
+    "Jun": "jun juin juni junio giu giugno junho июн июня июнь",
+    "Jul": "jul juil juillet juli julio lug luglio julho июл июля июль",
+    "Aug": "aug août aout august ago agosto augustus авг августа август",
+    "Sep": "sep sept septembre september septiembre set settembre setembro сен сент сентября сентябрь",
+    "Oct": "oct octobre okt oktober octubre ott ottobre out outubro окт октября октябрь",
+    "Nov": "nov novembre november noviembre novembro ноя ноября ноябрь",
+    "Dec": "dec déc décembre dez dezember dic diciembre dicembre dezembro december дек декабря декабрь",
+}
+_MONTHS = {word: month for month, words in _MONTH_WORDS.items() for word in words.split()}
+_WORD = re.compile(r"[^\W\d_]+\.?")
+_WEEKDAY = re.compile(r"^\s*[^\W\d_]+\.?,?\s+(?=\d)")
+_CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日(?:\D*(\d{1,2}):(\d{2})(?::(\d{2}))?)?")
+
+
+def _foreign_date(text: str) -> str:
+    """'mer, 16 nov 2022 00:38:15 +0100', 'Ср, 16 ноя 2022', '2022年11月16日 00:38': weekday dropped,
+    month named in English, then read as an RFC 822 date; '' when that fails too."""
+    cjk = _CJK_DATE.search(text)
+    if cjk:
+        year, month, day, hour, minute, second = (int(g) if g else 0 for g in cjk.groups())
+        try:
+            return datetime(year, month, day, hour, minute, second, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return ""
+    english = _WORD.sub(lambda m: _MONTHS.get(m.group(0).lower().rstrip("."), m.group(0)), _WEEKDAY.sub("", text))
+    if english == text:
+        return ""
+    try:
+        moment = parsedate_to_datetime(english)
+    except (TypeError, ValueError, IndexError):
+        return utc_iso(english)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
