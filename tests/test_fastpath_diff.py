@@ -91,7 +91,8 @@ def _id_made_a_link(field, fast, slow, raw, base) -> str:
         ids = {raw.get("id") or "", raw.get("guid") or ""}
         if slow in {canonical_url(i) for i in ids if i} or slow in {canonical_url(urljoin(base, i)) for i in ids if i}:
             return "link: no link rather than an id made into one (known feedparser-path defect)"
-        if raw.get("link") and canonical_url(raw.get("link")) == slow and (raw.get("guidislink") or not raw.get("links")):
+        made_up = raw.get("guidislink") or not raw.get("links")
+        if raw.get("link") and canonical_url(raw.get("link")) == slow and made_up:
             return "link: no link rather than an id made into one (known feedparser-path defect)"
     if field == "guid" and slow and fast == "":
         return "guid: no made-up link stands in for a missing id"
