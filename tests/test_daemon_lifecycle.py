@@ -102,7 +102,8 @@ def test_a_column_missing_from_an_existing_table_is_added(server, project):
     project.run("--once", check=True)
     rows = project.rows()
     assert [r["title"] for r in rows] == ["Old row", "New row"]
-    assert rows[1]["author"] == "me@example.com (Me)" and rows[0]["author"] is None
+    # The person's name, not "me@example.com (Me)" (issue 8: the e-mail only when there is no name).
+    assert rows[1]["author"] == "Me" and rows[0]["author"] is None
 
 
 @pytest.mark.parametrize("encoding, declared_in", [("gbk", "header"), ("windows-1251", "prolog"),
