@@ -92,7 +92,7 @@ _SPACES = re.compile(r"\s+")
 _ZERO_YEAR = re.compile(r"\s0\d{3}\s")  # "Mon, 01 Jan 0001 00:00:00 +0000", read as 2001 by email.utils
 # "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
 _MAIL_THEN_NAME = re.compile(r"^\s*[^\s@()]+@[^\s@()]+\s*\((.+)\)\s*$")
-_NAME_THEN_MAIL = re.compile(r"^\s*(.+?)\s*<[^\s@<>]+@[^\s@<>]+>\s*$")
+_NAME_THEN_MAIL = re.compile(r"^\s*(.+?)\s*[<(][^\s@<>()]+@[^\s@<>()]+[>)]\s*$")  # also "Name (mail)"
 _KINDS = {"2.0": "rss20", "2.0.1": "rss20", "0.91": "rss091u", "0.92": "rss092", "0.93": "rss093",
           "0.94": "rss094"}
 
