@@ -156,7 +156,14 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         dated = select_newest(pairs, [date for _, date in pairs], limit)
     else:
         dated = [(e, None) for e in entries]
-    records = [_record(entry, source.name, fetched, published) for entry, published in dated]
+    try:
+        records = [_record(entry, source.name, fetched, published) for entry, published in dated]
+    except UnicodeDecodeError:
+        # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
+        # decode: feedparser reads such a body (with the surrogate replaced).
+        return None
+    except ValueError:
+        return None
     return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel))
 
 
