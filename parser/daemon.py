@@ -391,10 +391,17 @@ class Daemon:
         started = time.monotonic()
         summary = CycleSummary()
         pending: dict[Future, Source] = {}
-        for source in due:
-            state = self._state(source)
-            pending[self.pool.submit(self._poll, self._polled(source, state), state.etag,
-                                     state.last_modified)] = source
+        # At most twice CONCURRENCY polls are submitted ahead, so the bodies and records waiting for
+        # this thread depend on CONCURRENCY, not on the number of sources.
+        ahead = 2 * self.settings.concurrency
+        waiting = iter(due)
+
+        def submit_more() -> None:
+            while len(pending) < ahead and (source := next(waiting, None)) is not None:
+                state = self._state(source)
+                pending[self.pool.submit(self._poll, self._polled(source, state), state.etag,
+                                         state.last_modified)] = source
+        submit_more()
         while pending and not self.stop.is_set():
             done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for future in done:
@@ -406,6 +413,8 @@ class Daemon:
                     log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
                 outcome.source = source  # as params.py has it, not the address it was polled at
                 self._absorb(outcome, summary)
+            if not self.stop.is_set():
+                submit_more()
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
         if not self.options.dry_run:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import email.utils
+import heapq
+import itertools
 import socket
 import threading
 import time
@@ -101,11 +103,10 @@ class _Cutoff:
 
     def __init__(self, seconds: float):
         self.fired = False
+        self.cancelled = False
         self._sock: socket.socket | None = None
         self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        _WATCHDOG.watch(self, seconds)
 
     def attach(self, sock: socket.socket | None) -> None:
         with self._lock:
@@ -114,12 +115,53 @@ class _Cutoff:
                 _shutdown(sock)
 
     def cancel(self) -> None:
-        self._timer.cancel()
-
-    def _fire(self) -> None:
         with self._lock:
+            self.cancelled = True
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.cancelled:
+                return
             self.fired = True
             _shutdown(self._sock)
+
+
+class _Watchdog:
+    """One thread serves every fetch's deadline: a heap of (when, cutoff), the earliest on top.
+    (A timer thread per fetch made 644 threads in a harvest of about 500 fetches.) A cancelled
+    cutoff stays in the heap until its time comes and is then dropped without firing."""
+
+    def __init__(self):
+        self._heap: list[tuple[float, int, _Cutoff]] = []
+        self._wake = threading.Condition()
+        self._order = itertools.count()  # ties in time never compare two cutoffs
+        self._thread: threading.Thread | None = None
+
+    def watch(self, cutoff: _Cutoff, seconds: float) -> None:
+        with self._wake:
+            heapq.heappush(self._heap, (time.monotonic() + seconds, next(self._order), cutoff))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="fetch-deadlines", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._heap and self._heap[0][2].cancelled:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._wake.wait()
+                    continue
+                delay = self._heap[0][0] - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                due = heapq.heappop(self._heap)[2]
+            due.fire()  # outside the heap's lock: a shutdown may take a moment
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _shutdown(sock: socket.socket | None) -> None:

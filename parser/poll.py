@@ -53,7 +53,9 @@ class Poller:
         """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
         the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
         try:
-            return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched)
+            # Only the max_items newest entries are read into records (the fast path skips the rest).
+            return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched,
+                                      limit=source.max_items)
         except ParseError as exc:
             if getattr(source, "protocol", "feed") != "feed" or not looks_like_html(result.body, result.headers):
                 raise
@@ -68,7 +70,8 @@ class Poller:
         headers = api.request_headers(source) if api.same_origin(feed_url, source.url) else {}
         try:
             feed = self.fetcher.get(feed_url, headers=headers)
-            parsed = parse_body(source, feed.body, url=feed.url, headers=feed.headers, fetched=fetched)
+            parsed = parse_body(source, feed.body, url=feed.url, headers=feed.headers, fetched=fetched,
+                                limit=source.max_items)
         except FetchError as exc:
             raise FetchError(f"{named}; the first failed: {exc}", status=exc.status, retry_after=exc.retry_after,
                              permanent=exc.permanent) from None

@@ -8,6 +8,7 @@ Ammonia sanitizer, in Rust) parses HTML the way browsers do, which a pattern nev
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import nh3
@@ -36,20 +37,31 @@ SAFE_ATTRIBUTES = {
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 
 
-def safe_html(value: Any) -> str:
-    """HTML reduced to SAFE_TAGS/SAFE_ATTRIBUTES; script and style elements go with their content."""
-    text = clean_text(value)
+def safe_html(value: Any, base: str = "") -> str:
+    """HTML reduced to SAFE_TAGS/SAFE_ATTRIBUTES; script and style elements go with their content.
+    With `base`, relative links and image sources are resolved against it (in the same pass)."""
+    return _sanitized(clean_text(value), base)
+
+
+def _sanitized(text: str, base: str) -> str:
     if not text:
         return ""
-    return nh3.clean(text, tags=set(SAFE_TAGS), attributes={k: set(v) for k, v in SAFE_ATTRIBUTES.items()},
-                     url_schemes=set(SAFE_SCHEMES), link_rel=None, strip_comments=True).strip()
+    return _cleaner(base if base.startswith(("http://", "https://")) else "").clean(text).strip()
+
+
+@lru_cache(maxsize=256)  # one per feed address in use: a Cleaner is built once, not per entry
+def _cleaner(base: str) -> nh3.Cleaner:
+    return nh3.Cleaner(tags=set(SAFE_TAGS), attributes={k: set(v) for k, v in SAFE_ATTRIBUTES.items()},
+                       url_schemes=set(SAFE_SCHEMES), link_rel=None, strip_comments=True,
+                       url_relative=("rewrite_with_base", base) if base else None)
 
 
 def finish_record(record: Mapping[str, Any]) -> dict:
-    """The record as it is stored: every field present as text, title capped, content sanitized."""
+    """The record as it is stored: every field present as text, title capped, content sanitized.
+    A record's optional `base` (not stored) is the address its content's relative links are relative to."""
     out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS}
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
     # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
     out["title"] = plain_text(out["title"])[:TITLE_MAX]
-    out["content"] = safe_html(out["content"])
+    out["content"] = _sanitized(out["content"], str(record.get("base") or ""))
     return out

@@ -6,8 +6,9 @@ downstream of it knows which protocol a record came from.
 parse_body is the one dispatch point. It chooses by the source's `protocol`: "json_api" and
 "webhook" bodies are JSON read by the source's `items` and `map`; "feed" (the default) and
 "websub" bodies are feeds whose format is detected from the Content-Type and the body itself
-(an XML root element for RSS/Atom/RDF through feedparser, a JSON Feed `version` for JSON Feed),
-and Parsed.kind says what was found ("rss20", "atom10", "jsonfeed11", ...).
+(an XML root element for RSS/Atom/RDF, a JSON Feed `version` for JSON Feed), and Parsed.kind says
+what was found ("rss20", "atom10", "jsonfeed11", ...). RSS, RDF and Atom are read by xmlfeed (lxml);
+what it cannot read goes to feedparser (feed), and the kind then ends in FALLBACK so the log shows it.
 Every record then passes sanitize.finish_record: safe HTML in `content`, `title` capped.
 """
 from __future__ import annotations
@@ -30,19 +31,31 @@ class Parsed:
     feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
 
 
-def parse_body(source, body: bytes, *, url: str, headers, fetched: str) -> Parsed:
-    """Pick the adapter for `source` and parse one fetched body into records."""
+FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed the body to feedparser
+
+
+def parse_body(source, body: bytes, *, url: str, headers, fetched: str, limit: int | None = None) -> Parsed:
+    """Pick the adapter for `source` and parse one fetched body into records.
+
+    `limit`: keep only the `limit` newest entries (see `newest`); a feed read by the fast path then
+    normalizes and sanitizes only those. None keeps every entry the adapter keeps."""
     # Imported here: adapters import Parsed from this module.
     from ..sanitize import finish_record
-    from . import feed, json_api, jsonfeed
+    from . import feed, json_api, jsonfeed, xmlfeed
     protocol = getattr(source, "protocol", "feed")
+    parsed = None
     if protocol in ("json_api", "webhook"):
-        adapter = json_api.parse
+        parsed = json_api.parse(body, url=url, headers=headers, source=source, fetched=fetched)
     elif looks_like_json(body, headers):
-        adapter = jsonfeed.parse
-    else:
-        adapter = feed.parse
-    parsed = adapter(body, url=url, headers=headers, source=source, fetched=fetched)
+        parsed = jsonfeed.parse(body, url=url, headers=headers, source=source, fetched=fetched)
+    elif body.strip():
+        parsed = xmlfeed.parse(body, url=url, headers=headers, source=source, fetched=fetched, limit=limit)
+    if parsed is None:
+        parsed = feed.parse(body, url=url, headers=headers, source=source, fetched=fetched)
+        if parsed.records:
+            parsed.kind += FALLBACK
+    if limit is not None and len(parsed.records) > limit:
+        parsed.records = newest(parsed.records, limit)
     parsed.records = [finish_record(r) for r in parsed.records]
     return parsed
 
@@ -60,6 +73,12 @@ def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
 def newest(records: list[dict], limit: int) -> list[dict]:
     """The `limit` newest records: by date when every record has one, else in the source's order.
     Applied by parser/poll.py to what a poll takes, never to pushed records."""
-    if len(records) > limit and all(r["published"] for r in records):
-        records = sorted(records, key=lambda r: r["published"], reverse=True)
-    return records[:limit]
+    return select_newest(records, [r["published"] for r in records], limit)
+
+
+def select_newest(items: list, dates: list[str], limit: int) -> list:
+    """`newest` over anything with a UTC ISO date each (the fast path picks entries before reading them)."""
+    if len(items) > limit and all(dates):
+        order = sorted(range(len(items)), key=dates.__getitem__, reverse=True)
+        return [items[i] for i in order[:limit]]
+    return items[:limit]

@@ -1,0 +1,556 @@
+"""RSS 0.9x/1.0/2.0, RDF and Atom 0.3/1.0 read with lxml straight into records: the fast path.
+
+feedparser runs a pure-Python sanitizer and relative-URI resolver over every entry; here lxml (C)
+builds the tree, only the entries that will be kept are read into records, relative links are
+resolved once (xml:base, then the feed's address) and content is sanitized once, by nh3, in
+sanitize.finish_record. `parse` returns None for what it does not read (an unknown root, UTF-16
+without a byte order mark, no entries); parse_body then asks feedparser (adapters/feed.py).
+
+Hostile XML: entities are never expanded (resolve_entities=False: an entity stays a reference),
+no DTD or anything else is loaded (load_dtd=False, no_network=True), and huge_tree=False keeps
+libxml2's limits on depth and text size. Bodies are already capped by the fetcher.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import re
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from html.entities import html5
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import lxml.etree as etree
+
+from ..charset import to_utf8
+from ..record import clean_text, utc_iso
+from ..urls import canonical_url
+from . import Parsed, select_newest
+
+ATOM10 = "http://www.w3.org/2005/Atom"
+ATOM03 = "http://purl.org/atom/ns#"
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RSS10 = "http://purl.org/rss/1.0/"
+RSS090 = "http://my.netscape.com/rdf/simple/0.9/"
+USERLAND = "http://backend.userland.com/rss2"  # RSS 2.0 in a namespace, as some 2000s servers wrote it
+CONTENT = "http://purl.org/rss/1.0/modules/content/"
+DC = "http://purl.org/dc/elements/1.1/"
+DCTERMS = "http://purl.org/dc/terms/"
+MEDIA = "http://search.yahoo.com/mrss/"
+ITUNES = "http://www.itunes.com/dtds/podcast-1.0.dtd"
+ITUNES_CAPS = "http://www.itunes.com/DTDs/Podcast-1.0.dtd"  # Apple's own early spelling
+FEEDBURNER = "http://rssnamespace.org/feedburner/ext/1.0"
+XHTML = "http://www.w3.org/1999/xhtml"
+
+# Element tag -> the field it feeds. RSS elements come without a namespace (RSS 0.9x/2.0) or in the
+# RSS 1.0 / 0.9 namespace (RDF); Atom's in its own.
+_RSS_CORE = {"title": "title", "link": "link", "description": "summary", "guid": "guid", "author": "author",
+             "pubDate": "published", "pubdate": "published",
+             "id": "id", "updated": "updated"}  # Atom's names without its namespace: seen in RSS
+_ATOM_CORE = {"title": "title", "link": "atomlink", "summary": "summary", "content": "content", "id": "id",
+              "author": "atomauthor", "published": "published", "issued": "published", "updated": "updated",
+              "modified": "updated", "created": "created"}
+TAGS: dict[str, str] = {}
+for _ns in ("", RSS10, RSS090, USERLAND):
+    TAGS.update({(f"{{{_ns}}}{k}" if _ns else k): v for k, v in _RSS_CORE.items()})
+for _ns in (ATOM10, ATOM03):
+    TAGS.update({f"{{{_ns}}}{k}": v for k, v in _ATOM_CORE.items()})
+TAGS.update({
+    f"{{{CONTENT}}}encoded": "encoded",
+    f"{{{DC}}}creator": "creator", f"{{{DC}}}author": "creator", f"{{{DC}}}date": "updated",
+    f"{{{DC}}}title": "dctitle", f"{{{DC}}}description": "dcdescription",
+    f"{{{DCTERMS}}}issued": "published", f"{{{DCTERMS}}}modified": "updated", f"{{{DCTERMS}}}created": "created",
+    f"{{{MEDIA}}}title": "mediatitle", f"{{{MEDIA}}}description": "mediadescription", f"{{{MEDIA}}}group": "mediagroup",
+    f"{{{ITUNES}}}author": "itunesauthor", f"{{{ITUNES}}}summary": "itunessummary",
+    f"{{{ITUNES_CAPS}}}author": "itunesauthor", f"{{{ITUNES_CAPS}}}summary": "itunessummary",
+    f"{{{FEEDBURNER}}}origLink": "origlink",
+})
+# The same namespaces written with https:// (seen: dc in real feeds); feedparser accepts them too.
+TAGS.update({"{https://" + tag[8:]: name for tag, name in list(TAGS.items()) if tag.startswith("{http://")})
+_ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
+_RDF_ABOUT = f"{{{RDF}}}about"
+
+# Two common ill-formed ampersands that libxml2's recovery would drop, taking the text after them
+# along: HTML's named entities (&eacute;, &nbsp;), which become character references, and a bare
+# '&' (a link's "?a=1&b=2"), which becomes &amp;. CDATA sections are left as they are.
+_ODD_AMPERSAND = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);)")
+_AMPERSAND = re.compile(rb"&(?:([A-Za-z][A-Za-z0-9]{1,31});|#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z_][\w.-]*;)?")
+_DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
+_CDATA = re.compile(rb"(<!\[CDATA\[.*?\]\]>)", re.DOTALL)
+_XML_DECLARATION = re.compile(rb"<\?xml[^>]{0,300}\?>")
+# Text that reads as HTML (feedparser's test for RSS, whose elements carry no type): a closing tag
+# or an entity reference. "Use <br> sparingly" stays text; "Why &lt;template&gt;" is HTML.
+_LOOKS_LIKE_HTML = re.compile(r"</[A-Za-z][^>]*>|&#?[A-Za-z0-9]+;|&#[0-9]+")
+# What a summary's text leaves out: comments, scripts and styles whole, then every tag.
+_NOT_TEXT = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+_SPACES = re.compile(r"\s+")
+_ZERO_YEAR = re.compile(r"\s0\d{3}\s")  # "Mon, 01 Jan 0001 00:00:00 +0000", read as 2001 by email.utils
+# "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
+_MAIL_THEN_NAME = re.compile(r"^\s*[^\s@()]+@[^\s@()]+\s*\((.+)\)\s*$")
+_NAME_THEN_MAIL = re.compile(r"^\s*(.+?)\s*[<(][^\s@<>()]+@[^\s@<>()]+[>)]\s*$")  # also "Name (mail)"
+_KINDS = {"2.0": "rss20", "2.0.1": "rss20", "0.91": "rss091u", "0.92": "rss092", "0.93": "rss093",
+          "0.94": "rss094"}
+
+_local = threading.local()  # an lxml parser serves one document at a time: one per thread
+
+
+def _parser() -> etree.XMLParser:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = etree.XMLParser(
+            recover=True, resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
+            encoding="utf-8", remove_comments=True, remove_pis=True, collect_ids=False)
+    return parser
+
+
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str,
+          limit: int | None = None) -> Parsed | None:
+    """The feed's records (at most `limit`, the newest), or None when feedparser should read it."""
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    decoded = to_utf8(body, content_type)
+    if not decoded.encoding:
+        return None  # UTF-16/32 or EBCDIC without a byte order mark: feedparser sniffs those
+    text = decoded.body.lstrip()
+    if _DECLARES_ENTITIES.search(text, 0, 65536):
+        # A DTD that declares entities (billion laughs, XXE): the fast path leaves every entity
+        # unexpanded, but libxml2 then stops at the first amplification; feedparser's handling of
+        # these is the one the hostile-source tests hold, so it reads them.
+        return None
+    declaration = _XML_DECLARATION.match(text)  # it may name the old encoding; the text is UTF-8 now
+    if declaration:
+        text = text[declaration.end():]
+    if _ODD_AMPERSAND.search(text):
+        text = _repair_ampersands(text)
+    location = next((v for k, v in headers.items() if k.lower() == "content-location"), "")
+    base = urljoin(url, location) if location else url
+    parser = _parser()
+    try:
+        root = etree.fromstring(text, parser, base_url=base or None)
+    except etree.XMLSyntaxError:
+        return None
+    if root is None or not isinstance(root.tag, str):
+        return None
+    found = _channel_and_entries(root)
+    if found is None:
+        return None
+    kind, channel, entries = found
+    if not entries:
+        return None  # an empty feed, or one we misread: feedparser tells which
+    warnings = list(decoded.warnings)
+    problem = _problem(root, parser)
+    if problem:
+        whole = _whole_entries(text, len(entries))
+        if whole < len(entries):
+            warnings.append(f"feed is cut short ({problem}); kept the {whole} entries that parsed whole, "
+                            f"dropped {len(entries) - whole} incomplete")
+            entries = entries[:whole]
+        else:
+            warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
+    if limit is not None and len(entries) > limit:
+        pairs = [(e, _entry_date(e)) for e in entries]  # dated first: only the kept are read whole
+        dated = select_newest(pairs, [date for _, date in pairs], limit)
+    else:
+        dated = [(e, None) for e in entries]
+    try:
+        records = [_record(entry, source.name, fetched, published) for entry, published in dated]
+    except UnicodeDecodeError:
+        # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
+        # decode: feedparser reads such a body (with the surrogate replaced).
+        return None
+    except ValueError:
+        return None
+    return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel))
+
+
+def _repair_ampersands(text: bytes) -> bytes:
+    parts = _CDATA.split(text)
+    parts[::2] = [_AMPERSAND.sub(_repaired, part) for part in parts[::2]]
+    return b"".join(parts)
+
+
+def _repaired(match: re.Match) -> bytes:
+    found = match.group(0)
+    if found == b"&":
+        return b"&amp;"  # a bare ampersand
+    name = match.group(1)
+    if name and name not in (b"amp", b"lt", b"gt", b"quot", b"apos"):
+        characters = html5.get(name.decode("ascii") + ";")
+        if characters:
+            return b"".join(b"&#%d;" % ord(c) for c in characters)
+    return found  # XML's own, a character reference, or an entity the document may declare
+
+
+def _channel_and_entries(root: etree._Element) -> tuple[str, etree._Element, list] | None:
+    """(kind, the element holding the feed's own fields, the entry elements); None for an unknown root."""
+    tag = root.tag
+    if tag in ("rss", f"{{{USERLAND}}}rss"):
+        namespace = tag[:-3]
+        channel = root.find(namespace + "channel")
+        holder = channel if channel is not None else root
+        item_tags = {namespace + "item", "item"}  # seen: namespaced channel, items with xmlns=""
+        entries = [e for e in holder if e.tag in item_tags] or list(root.iter(*item_tags))
+        return _KINDS.get((root.get("version") or "").strip(), "rss"), holder, entries
+    if tag == f"{{{RDF}}}RDF":
+        entries = [e for e in root.iter() if e.tag in _ENTRY_TAGS]
+        channel = root.find(f"{{{RSS10}}}channel")
+        if channel is None:
+            channel = root.find(f"{{{RSS090}}}channel")
+        kind = "rss090" if any(e.tag == f"{{{RSS090}}}item" for e in entries[:1]) else "rss10"
+        return kind, channel if channel is not None else root, entries
+    if tag in (f"{{{ATOM10}}}feed", f"{{{ATOM03}}}feed"):
+        entry_tag = tag[:-4] + "entry"
+        return ("atom10" if ATOM10 in tag else "atom03"), root, [e for e in root if e.tag == entry_tag]
+    return None
+
+
+def _problem(root: etree._Element, parser: etree.XMLParser) -> str:
+    """What libxml2 had to recover from, or an entity declaration left unexpanded; '' for a clean body."""
+    for error in parser.error_log:
+        if error.level >= etree.ErrorLevels.ERROR:
+            return error.message.strip()[:200]
+    dtd = root.getroottree().docinfo.internalDTD
+    if dtd is not None and any(True for _ in dtd.iterentities()):
+        return "its DTD declares entities; they are not expanded"
+    for error in parser.error_log:
+        return error.message.strip()[:200]  # e.g. an undefined entity: a warning to libxml2
+    return ""
+
+
+# The end of one entry, and the end of the whole document (feed.py asks the same of feedparser's input).
+_ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
+_ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:rss|feed|rdf)\s*>\s*$", re.IGNORECASE)
+
+
+def _whole_entries(body: bytes, parsed: int) -> int:
+    """How many of the `parsed` entries are whole: a body cut short can end inside its last entry,
+    whose fields are then partial (a link cut in half would be stored for good)."""
+    if _ROOT_END.search(body[-256:]):
+        return parsed
+    return min(parsed, len(_ENTRY_END.findall(body)))
+
+
+# -- one entry -------------------------------------------------------------------------------------
+def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
+    """The entry's children by field (TAGS), in document order; media:group's children included."""
+    fields: dict[str, list[etree._Element]] = {}
+    for child in entry:
+        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        if name == "mediagroup":
+            for grandchild in child:
+                inner = TAGS.get(grandchild.tag) if isinstance(grandchild.tag, str) else None
+                if inner in ("mediatitle", "mediadescription"):
+                    fields.setdefault(inner, []).append(grandchild)
+        elif name:
+            fields.setdefault(name, []).append(child)
+    return fields
+
+
+def _entry_date(entry: etree._Element) -> str:
+    fields = {}
+    for child in entry:
+        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        if name in ("published", "updated", "created"):
+            fields.setdefault(name, []).append(child)
+    return _published(fields)
+
+
+def _record(entry: etree._Element, source_name: str, fetched: str, published: str | None) -> dict:
+    fields = _fields(entry)
+    guid_element = _first(fields, "guid")
+    guid = _plain(guid_element) or _plain(_first(fields, "id")) or clean_text(entry.get(_RDF_ABOUT) or "").strip()
+    link = _link(fields)
+    if not link and guid_element is not None and (guid_element.get("isPermaLink") or "").strip().lower() != "false" \
+            and guid.startswith(("http://", "https://")):
+        link = _http(guid_element, guid)  # RSS 2.0: a guid is the item's permalink unless it says otherwise
+    title = _html_of(_first(fields, "title")) or _html_of(_first(fields, "dctitle")) or \
+        _html_of(_first(fields, "mediatitle"), default_type="text")
+    if "<" in title:
+        title = _NOT_TEXT.sub(" ", title)  # a script's or style's text is no part of a title
+    summary_element = next((e for e in map(fields.get, ("summary", "dcdescription", "itunessummary",
+                                                        "mediadescription")) if e), [None])[0]
+    content, base = _content(fields)
+    if summary_element is not None:
+        plain = TAGS.get(summary_element.tag) in ("itunessummary", "mediadescription")
+        summary = _html_text(_html_of(summary_element, default_type="text" if plain else ""))
+    else:
+        summary = _html_text(content)  # as feedparser does: the content stands in for a missing summary
+    return {
+        "source": source_name,
+        "guid": guid or link,
+        "link": link,
+        "title": title,  # HTML: finish_record turns it into text, decoding it once
+        "author": _authors(fields),
+        "published": _published(fields) if published is None else published,
+        "summary": summary,
+        "content": content,
+        "fetched": fetched,
+        "base": base,  # not stored: finish_record resolves the content's relative links against it
+    }
+
+
+def _html_text(value: str) -> str:
+    """Plain text of an HTML fragment, whitespace collapsed. Patterns, not an HTML parser: a summary
+    is text to read, and this runs over every kept entry's HTML (an lxml parse costs five times more)."""
+    if "<" in value:
+        value = _TAG.sub(" ", _NOT_TEXT.sub(" ", value))
+    if "&" in value:
+        value = html.unescape(value)
+    return " ".join(value.split())
+
+
+def _first(fields: Mapping[str, list], name: str):
+    found = fields.get(name)
+    return found[0] if found else None
+
+
+def _text(element: etree._Element | None) -> str:
+    """An element's text, children's text included (an entity left unexpanded stays '&name;')."""
+    if element is None:
+        return ""
+    if len(element) == 0:
+        return element.text or ""
+    return "".join(element.itertext())
+
+
+def _plain(element: etree._Element | None) -> str:
+    return clean_text(_text(element)).strip()
+
+
+def _type_of(element: etree._Element, default_type: str) -> str:
+    """'text', 'html' or 'xhtml' from Atom 1.0's type or Atom 0.3's type/mode; RSS has none."""
+    kind = (element.get("type") or "").strip().lower()
+    mode = element.get("mode", "").strip().lower()
+    if mode == "base64" or ("/" in kind and not kind.startswith("text/") and not kind.endswith(("+xml", "/xml"))):
+        # Atom 0.3's mode="base64", Atom 1.0's other media types: the value is base64 (RFC 4287 3.1.1)
+        return "base64 " + ("html" if "html" in kind else "text")
+    if mode == "escaped" or kind in ("html", "text/html"):
+        return "html"
+    if kind in ("xhtml", "application/xhtml+xml") or element.get("mode", "").strip().lower() == "xml":
+        return "xhtml"
+    if kind in ("text", "text/plain", "plain"):  # "plain": Media RSS's word for it
+        return "text"
+    # No type at all (RSS, and Atom written carelessly: "7769&nbsp;" in an untyped Atom 0.3 title):
+    # the caller's default, else the value decides (_LOOKS_LIKE_HTML).
+    return default_type
+
+
+def _html_of(element: etree._Element | None, default_type: str = "") -> str:
+    """The element's value as HTML, whatever its type: text is escaped, xhtml serialized, and an
+    untyped (RSS) value is HTML when it reads as HTML, else text."""
+    if element is None:
+        return ""
+    kind = _type_of(element, default_type)
+    if kind == "xhtml":
+        value = _xhtml(element)
+    else:
+        value = clean_text(_text(element))
+        if kind.startswith("base64"):
+            value, kind = _unbase64(value), kind[7:]
+        if kind == "text" or (kind == "" and not _LOOKS_LIKE_HTML.search(value)):
+            return html.escape(value, quote=False)
+    return value
+
+
+def _unbase64(value: str) -> str:
+    try:
+        return base64.b64decode(value, validate=False).decode("utf-8", "replace")
+    except (ValueError, binascii.Error):
+        return ""
+
+
+def _xhtml(element: etree._Element) -> str:
+    """Atom xhtml content: the children of its <div>, serialized as HTML without namespaces."""
+    holder = element
+    children = [c for c in element if isinstance(c.tag, str)]
+    if len(children) == 1 and etree.QName(children[0]).localname == "div" and not (element.text or "").strip():
+        holder = children[0]
+    parts = [html.escape(holder.text or "", quote=False)]
+    for child in holder:
+        parts.append(etree.tostring(child, method="html", encoding="unicode", with_tail=True))
+    value = "".join(parts)
+    return value.replace(f' xmlns="{XHTML}"', "").replace("html:", "") if XHTML in value or "html:" in value \
+        else value
+
+
+def _content(fields: Mapping[str, list]) -> tuple[str, str]:
+    """(the entry's full content as HTML, the address its relative links are relative to):
+    content:encoded, or Atom content (an HTML part first)."""
+    encoded = _first(fields, "encoded")
+    if encoded is not None:
+        return _html_of(encoded, default_type="html"), encoded.base or ""
+    parts = fields.get("content") or []
+    if not parts:
+        return "", ""
+    part = next((p for p in parts if _type_of(p, "") in ("html", "xhtml")), parts[0])
+    return _html_of(part), part.base or ""
+
+
+def _link(fields: Mapping[str, list]) -> str:
+    """The entry's http(s) alternate link, resolved against xml:base and the feed's address;
+    FeedBurner's origLink (the article, not the feedproxy redirect) first."""
+    for element in fields.get("origlink", ()):
+        link = _http(element, _plain(element))
+        if link:
+            return link
+    for element in fields.get("link", ()):
+        link = _http(element, _plain(element) or (element.get("href") or "").strip())
+        if link:
+            return link
+    for element in fields.get("atomlink", ()):
+        if (element.get("rel") or "alternate").strip() == "alternate":
+            link = _http(element, (element.get("href") or "").strip() or _plain(element))
+            if link:
+                return link
+    return ""
+
+
+def _http(element: etree._Element, value: str) -> str:
+    """`value` resolved against the element's base, canonical; '' unless it is an http(s) URL."""
+    if not value:
+        return ""
+    if not value.startswith(("http://", "https://")):
+        base = element.base or ""
+        try:
+            value = urljoin(base, value) if base else value
+        except ValueError:
+            return ""
+        if not value.lower().startswith(("http://", "https://")):
+            return ""
+    try:
+        if not urlsplit(value).hostname:
+            return ""
+    except ValueError:  # "http://example.c[o.test/": not an address
+        return ""
+    return canonical_url(clean_text(value))
+
+
+def _home(channel: etree._Element) -> str:
+    """The feed's own home page: RSS's channel <link>, Atom's alternate link."""
+    for child in channel:
+        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        if name == "link":
+            link = _http(child, _plain(child) or (child.get("href") or "").strip())
+        elif name == "atomlink" and (child.get("rel") or "alternate").strip() == "alternate":
+            link = _http(child, (child.get("href") or "").strip())
+        else:
+            continue
+        if link:
+            return link
+    return ""
+
+
+def _authors(fields: Mapping[str, list]) -> str:
+    """Every author, in document order, joined with ', '; a person's name, the e-mail only without one."""
+    names: list[str] = []
+    for element in fields.get("atomauthor", ()):
+        name = email = ""
+        for child in element:
+            if not isinstance(child.tag, str):
+                continue
+            local = etree.QName(child).localname
+            if local == "name":
+                name = _plain(child)
+            elif local == "email":
+                email = _plain(child)
+        if not name and not email and not any(isinstance(c.tag, str) for c in element):
+            name = _plain(element)  # <author>Joe</author>, Atom 0.3 style
+        names.append(name or email)
+    for key in ("author", "creator"):
+        for element in fields.get(key, ()):
+            names.append(_person(_plain(element)))
+    if not any(names):
+        names = [_person(_plain(e)) for e in fields.get("itunesauthor", ())]
+    unique = [_html_text(n) for n in dict.fromkeys(n for n in names if n)]
+    return ", ".join(n for n in dict.fromkeys(unique) if n)
+
+
+def _person(value: str) -> str:
+    match = _MAIL_THEN_NAME.match(value) or _NAME_THEN_MAIL.match(value)
+    return match.group(1).strip() if match else _SPACES.sub(" ", value)
+
+
+def _published(fields: Mapping[str, list]) -> str:
+    """The first readable of published, updated, created (as feedparser orders them), UTC ISO 8601;
+    of two values of one kind (<issued> and <published>), the later one in the document."""
+    for key in ("published", "updated", "created"):
+        for element in reversed(fields.get(key, ())):
+            value = feed_date(_plain(element))
+            if value:
+                return value
+    return ""
+
+
+def feed_date(text: str) -> str:
+    """A feed's date as UTC ISO 8601; '' when unreadable or impossible. RFC 822 and ISO 8601, the
+    two feeds use, are read by the standard library; anything else by record.utc_iso."""
+    if not text:
+        return ""
+    moment = None
+    if text[:1].isdigit() and "-" in text[:8]:
+        try:
+            moment = datetime.fromisoformat(text.replace("z", "Z"))
+        except ValueError:
+            moment = None
+    elif text[:1].isalpha():
+        try:
+            moment = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            moment = None
+    if moment is None:
+        return utc_iso(text) or _foreign_date(text)
+    if moment.year < 1000 or _ZERO_YEAR.search(text):
+        return ""  # year 1: a zero date (Go's, .NET's DateTime.MinValue), not a date
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError):
+        return ""
+
+
+# Month names feeds write in other languages (fr, de, es, it, pt, nl, ru), to English.
+_MONTH_WORDS = {
+    "Jan": "jan janv janvier januar jän jänner ene enero gen gennaio janeiro januari янв января январь",
+    "Feb": "feb févr fév février fevr februar febrero febbraio fev fevereiro februari фев февраля февраль",
+    "Mar": "mar mars mär märz maerz marzo março mrt maart мар марта март",
+    "Apr": "apr avr avril april abr abril aprile апр апреля апрель",
+    "May": "may mai mayo mag maggio maio mei мая май",
+    "Jun": "jun juin juni junio giu giugno junho июн июня июнь",
+    "Jul": "jul juil juillet juli julio lug luglio julho июл июля июль",
+    "Aug": "aug août aout august ago agosto augustus авг августа август",
+    "Sep": "sep sept septembre september septiembre set settembre setembro сен сент сентября сентябрь",
+    "Oct": "oct octobre okt oktober octubre ott ottobre out outubro окт октября октябрь",
+    "Nov": "nov novembre november noviembre novembro ноя ноября ноябрь",
+    "Dec": "dec déc décembre dez dezember dic diciembre dicembre dezembro december дек декабря декабрь",
+}
+_MONTHS = {word: month for month, words in _MONTH_WORDS.items() for word in words.split()}
+_WORD = re.compile(r"[^\W\d_]+\.?")
+_WEEKDAY = re.compile(r"^\s*[^\W\d_]+\.?,?\s+(?=\d)")
+_CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日(?:\D*(\d{1,2}):(\d{2})(?::(\d{2}))?)?")
+
+
+def _foreign_date(text: str) -> str:
+    """'mer, 16 nov 2022 00:38:15 +0100', 'Ср, 16 ноя 2022', '2022年11月16日 00:38': weekday dropped,
+    month named in English, then read as an RFC 822 date; '' when that fails too."""
+    cjk = _CJK_DATE.search(text)
+    if cjk:
+        year, month, day, hour, minute, second = (int(g) if g else 0 for g in cjk.groups())
+        try:
+            return datetime(year, month, day, hour, minute, second, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except ValueError:
+            return ""
+    english = _WORD.sub(lambda m: _MONTHS.get(m.group(0).lower().rstrip("."), m.group(0)), _WEEKDAY.sub("", text))
+    if english == text:
+        return ""
+    try:
+        moment = parsedate_to_datetime(english)
+    except (TypeError, ValueError, IndexError):
+        return utc_iso(english)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
