@@ -18,8 +18,6 @@ import html
 import re
 import threading
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from html.entities import html5
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -27,9 +25,11 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree as etree
 
 from ..charset import to_utf8
-from ..record import clean_text, utc_iso
+from ..dates import read_date
+from ..record import clean_text, title_text
 from ..urls import canonical_url
 from . import Parsed, select_newest
+from .feed import NO_ZONE_NOTE, TITLE_MAX
 
 ATOM10 = "http://www.w3.org/2005/Atom"
 ATOM03 = "http://purl.org/atom/ns#"
@@ -89,7 +89,6 @@ _LOOKS_LIKE_HTML = re.compile(r"</[A-Za-z][^>]*>|&#?[A-Za-z0-9]+;|&#[0-9]+")
 _NOT_TEXT = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
-_ZERO_YEAR = re.compile(r"\s0\d{3}\s")  # "Mon, 01 Jan 0001 00:00:00 +0000", read as 2001 by email.utils
 # "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
 _MAIL_THEN_NAME = re.compile(r"^\s*[^\s@()]+@[^\s@()]+\s*\((.+)\)\s*$")
 _NAME_THEN_MAIL = re.compile(r"^\s*(.+?)\s*[<(][^\s@<>()]+@[^\s@<>()]+[>)]\s*$")  # also "Name (mail)"
@@ -153,18 +152,19 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
             warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
     if limit is not None and len(entries) > limit:
         pairs = [(e, _entry_date(e)) for e in entries]  # dated first: only the kept are read whole
-        dated = select_newest(pairs, [date for _, date in pairs], limit)
+        dated = select_newest(pairs, [date for _, (date, _) in pairs], limit)
     else:
         dated = [(e, None) for e in entries]
+    notes: set[str] = set()
     try:
-        records = [_record(entry, source.name, fetched, published) for entry, published in dated]
+        records = [_record(entry, source.name, fetched, date, notes) for entry, date in dated]
     except UnicodeDecodeError:
         # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
         # decode: feedparser reads such a body (with the surrogate replaced).
         return None
     except ValueError:
         return None
-    return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel))
+    return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel), notes=sorted(notes))
 
 
 def _repair_ampersands(text: bytes) -> bytes:
@@ -250,7 +250,7 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
     return fields
 
 
-def _entry_date(entry: etree._Element) -> str:
+def _entry_date(entry: etree._Element) -> tuple[str, bool]:
     fields = {}
     for child in entry:
         name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
@@ -259,18 +259,20 @@ def _entry_date(entry: etree._Element) -> str:
     return _published(fields)
 
 
-def _record(entry: etree._Element, source_name: str, fetched: str, published: str | None) -> dict:
+def _record(entry: etree._Element, source_name: str, fetched: str, dated: tuple[str, bool] | None,
+            notes: set[str]) -> dict:
     fields = _fields(entry)
+    published, zoned = dated or _published(fields)
+    if not zoned:
+        notes.add(NO_ZONE_NOTE)
     guid_element = _first(fields, "guid")
     guid = _plain(guid_element) or _plain(_first(fields, "id")) or clean_text(entry.get(_RDF_ABOUT) or "").strip()
     link = _link(fields)
     if not link and guid_element is not None and (guid_element.get("isPermaLink") or "").strip().lower() != "false" \
             and guid.startswith(("http://", "https://")):
         link = _http(guid_element, guid)  # RSS 2.0: a guid is the item's permalink unless it says otherwise
-    title = _html_of(_first(fields, "title")) or _html_of(_first(fields, "dctitle")) or \
-        _html_of(_first(fields, "mediatitle"), default_type="text")
-    if "<" in title:
-        title = _NOT_TEXT.sub(" ", title)  # a script's or style's text is no part of a title
+    title = _title(_first(fields, "title")) or _title(_first(fields, "dctitle")) or \
+        _title(_first(fields, "mediatitle"), default_type="text")
     summary_element = next((e for e in map(fields.get, ("summary", "dcdescription", "itunessummary",
                                                         "mediadescription")) if e), [None])[0]
     content, base = _content(fields)
@@ -283,14 +285,31 @@ def _record(entry: etree._Element, source_name: str, fetched: str, published: st
         "source": source_name,
         "guid": guid or link,
         "link": link,
-        "title": title,  # HTML: finish_record turns it into text, decoding it once
+        "title": title[:TITLE_MAX],
         "author": _authors(fields),
-        "published": _published(fields) if published is None else published,
+        "published": published,
         "summary": summary,
         "content": content,
         "fetched": fetched,
         "base": base,  # not stored: finish_record resolves the content's relative links against it
     }
+
+
+def _title(element: etree._Element | None, default_type: str = "") -> str:
+    """A title as text, decoded exactly once by its type (record.title_text); an untyped one is HTML
+    only when it looks like HTML. A script's or style's text is no part of a title."""
+    if element is None:
+        return ""
+    kind = _type_of(element, default_type)
+    if kind == "xhtml":
+        value, kind = _xhtml(element), "html"
+    else:
+        value = clean_text(_text(element))
+        if kind.startswith("base64"):
+            value, kind = _unbase64(value), kind[7:]
+    if kind != "text" and "<" in value:
+        value = _NOT_TEXT.sub(" ", value)
+    return title_text(value, kind or "guess")
 
 
 def _html_text(value: str) -> str:
@@ -426,7 +445,7 @@ def _http(element: etree._Element, value: str) -> str:
             return ""
     except ValueError:  # "http://example.c[o.test/": not an address
         return ""
-    return canonical_url(clean_text(value))
+    return canonical_url(clean_text(value), exact=True)  # parser/identity.py decides what of it identifies
 
 
 def _home(channel: etree._Element) -> str:
@@ -474,83 +493,13 @@ def _person(value: str) -> str:
     return match.group(1).strip() if match else _SPACES.sub(" ", value)
 
 
-def _published(fields: Mapping[str, list]) -> str:
-    """The first readable of published, updated, created (as feedparser orders them), UTC ISO 8601;
-    of two values of one kind (<issued> and <published>), the later one in the document."""
+def _published(fields: Mapping[str, list]) -> tuple[str, bool]:
+    """The first readable of published, updated, created (as feedparser orders them), UTC ISO 8601
+    (parser/dates.py: other languages read, impossible days refused), and False when the text had no
+    zone; of two values of one kind (<issued> and <published>), the later one in the document."""
     for key in ("published", "updated", "created"):
         for element in reversed(fields.get(key, ())):
-            value = feed_date(_plain(element))
-            if value:
-                return value
-    return ""
-
-
-def feed_date(text: str) -> str:
-    """A feed's date as UTC ISO 8601; '' when unreadable or impossible. RFC 822 and ISO 8601, the
-    two feeds use, are read by the standard library; anything else by record.utc_iso."""
-    if not text:
-        return ""
-    moment = None
-    if text[:1].isdigit() and "-" in text[:8]:
-        try:
-            moment = datetime.fromisoformat(text.replace("z", "Z"))
-        except ValueError:
-            moment = None
-    elif text[:1].isalpha():
-        try:
-            moment = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            moment = None
-    if moment is None:
-        return utc_iso(text) or _foreign_date(text)
-    if moment.year < 1000 or _ZERO_YEAR.search(text):
-        return ""  # year 1: a zero date (Go's, .NET's DateTime.MinValue), not a date
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    try:
-        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (ValueError, OverflowError):
-        return ""
-
-
-# Month names feeds write in other languages (fr, de, es, it, pt, nl, ru), to English.
-_MONTH_WORDS = {
-    "Jan": "jan janv janvier januar jän jänner ene enero gen gennaio janeiro januari янв января январь",
-    "Feb": "feb févr fév février fevr februar febrero febbraio fev fevereiro februari фев февраля февраль",
-    "Mar": "mar mars mär märz maerz marzo março mrt maart мар марта март",
-    "Apr": "apr avr avril april abr abril aprile апр апреля апрель",
-    "May": "may mai mayo mag maggio maio mei мая май",
-    "Jun": "jun juin juni junio giu giugno junho июн июня июнь",
-    "Jul": "jul juil juillet juli julio lug luglio julho июл июля июль",
-    "Aug": "aug août aout august ago agosto augustus авг августа август",
-    "Sep": "sep sept septembre september septiembre set settembre setembro сен сент сентября сентябрь",
-    "Oct": "oct octobre okt oktober octubre ott ottobre out outubro окт октября октябрь",
-    "Nov": "nov novembre november noviembre novembro ноя ноября ноябрь",
-    "Dec": "dec déc décembre dez dezember dic diciembre dicembre dezembro december дек декабря декабрь",
-}
-_MONTHS = {word: month for month, words in _MONTH_WORDS.items() for word in words.split()}
-_WORD = re.compile(r"[^\W\d_]+\.?")
-_WEEKDAY = re.compile(r"^\s*[^\W\d_]+\.?,?\s+(?=\d)")
-_CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日(?:\D*(\d{1,2}):(\d{2})(?::(\d{2}))?)?")
-
-
-def _foreign_date(text: str) -> str:
-    """'mer, 16 nov 2022 00:38:15 +0100', 'Ср, 16 ноя 2022', '2022年11月16日 00:38': weekday dropped,
-    month named in English, then read as an RFC 822 date; '' when that fails too."""
-    cjk = _CJK_DATE.search(text)
-    if cjk:
-        year, month, day, hour, minute, second = (int(g) if g else 0 for g in cjk.groups())
-        try:
-            return datetime(year, month, day, hour, minute, second, tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        except ValueError:
-            return ""
-    english = _WORD.sub(lambda m: _MONTHS.get(m.group(0).lower().rstrip("."), m.group(0)), _WEEKDAY.sub("", text))
-    if english == text:
-        return ""
-    try:
-        moment = parsedate_to_datetime(english)
-    except (TypeError, ValueError, IndexError):
-        return utc_iso(english)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            read = read_date(_plain(element))
+            if read.iso:
+                return read.iso, read.zoned
+    return "", True
