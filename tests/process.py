@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
@@ -43,3 +44,13 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
     """SIGTERM, as a service manager would: the daemon flushes and exits."""
     proc.send_signal(signal.SIGTERM)
     return proc.wait(timeout=timeout)
+
+
+def lock_sqlite(path) -> sqlite3.Connection:
+    """Hold SQLite's write lock on `path` (made if absent) as another process would: the daemon's
+    flushes fail with "database is locked" until the returned connection runs ROLLBACK."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("CREATE TABLE IF NOT EXISTS placeholder (x)")
+    blocker.execute("BEGIN EXCLUSIVE")
+    return blocker

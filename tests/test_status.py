@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import csv
 import json
-import sqlite3
 
 from parser.record import RECORD_FIELDS
 from tests.feeds import numbered_items, rss
-from tests.process import stop, wait_for
+from tests.process import lock_sqlite, stop, wait_for
 
 
 def write_staged(path, rows: int) -> None:
@@ -41,10 +40,7 @@ def test_status_while_the_daemon_runs_lists_the_worst_first_and_counts_staged_ro
     # Two rows with multi-line fields waiting from before (9 lines); the database refuses writes, so
     # the start flush fails and leaves them in a staging.flushing-*.csv batch.
     write_staged(project.staging / "staging.csv", 2)
-    project.db_path.parent.mkdir(parents=True)
-    blocker = sqlite3.connect(project.db_path, isolation_level=None)
-    blocker.execute("CREATE TABLE placeholder (x)")
-    blocker.execute("BEGIN EXCLUSIVE")
+    blocker = lock_sqlite(project.db_path)
     proc = project.start()
     try:
         wait_for(lambda: "deadone  marked dead" in project.log(), "deadone marked dead", timeout=60)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 import subprocess
 import urllib.error
 import urllib.request
@@ -12,7 +11,7 @@ import urllib.request
 import pytest
 
 from tests.feeds import numbered_items, rss
-from tests.process import free_port, stop, wait_for
+from tests.process import free_port, lock_sqlite, stop, wait_for
 
 # One sample line of the text exposition format: name, optional {label="value",...}, value.
 LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
@@ -84,8 +83,7 @@ def test_healthz_is_200_while_flushes_succeed_and_503_when_the_database_refuses(
     try:
         wait_for(lambda: len(project.rows()) == 2, "the first flush")
         assert get(base + "/healthz")[0] == 200
-        blocker = sqlite3.connect(project.db_path, isolation_level=None)
-        blocker.execute("BEGIN EXCLUSIVE")
+        blocker = lock_sqlite(project.db_path)
         server.route("/a.xml", body=rss(numbered_items(1, 4)))  # rows to flush while the database refuses
         try:
             wait_for(lambda: get(base + "/healthz")[0] == 503, "503 from /healthz", timeout=60)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import resource
 import signal
-import sqlite3
 import subprocess
 from collections import Counter
 from datetime import timedelta
@@ -14,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from tests.feeds import BASE_TIME, numbered_items, rss
-from tests.process import free_port, wait_for
+from tests.process import free_port, lock_sqlite, wait_for
 
 MiB = 1 << 20
 
@@ -62,10 +61,7 @@ def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_dae
     server.route("/a.xml", body=rss(numbered_items(1, 3)))
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml"), "interval": 0.3}],
                          FLUSH_INTERVAL=0.5, POLL_INTERVAL=0.3)
-    project.db_path.parent.mkdir(parents=True)
-    blocker = sqlite3.connect(project.db_path, isolation_level=None)
-    blocker.execute("CREATE TABLE placeholder (x)")
-    blocker.execute("BEGIN EXCLUSIVE")
+    blocker = lock_sqlite(project.db_path)
     proc = project.start()
     try:
         wait_for(lambda: "records kept in staging for the next flush" in project.log("errors.log"),

@@ -68,18 +68,24 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         return Parsed(records=[], kind=feed.get("version", ""), warnings=decoded.warnings)
     warnings = list(decoded.warnings)
     if problem and not _harmless(feed):
-        whole = _whole_entries(body, len(entries))
-        if whole < len(entries):
-            warnings.append(f"feed is cut short ({problem}); kept the {whole} entries that parsed whole, "
-                            f"dropped {len(entries) - whole} incomplete")
-            entries = entries[:whole]
-        else:
-            warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
+        entries = keep_whole_entries(entries, body, problem, warnings)
     rss = not str(feed.get("version", "")).startswith("atom")
     notes: set[str] = set()
     records = [_record(e, source.name, fetched, rss=rss, notes=notes) for e in entries]
     return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes),
                   home=_text(feed.get("feed", {}).get("link")))
+
+
+def keep_whole_entries(entries: list, body: bytes, problem: str, warnings: list[str]) -> list:
+    """The entries of a malformed body that parsed whole, with a warning saying what was kept. Both
+    parse paths (this one and xmlfeed) apply this one rule."""
+    whole = _whole_entries(body, len(entries))
+    if whole < len(entries):
+        warnings.append(f"feed is cut short ({problem}); kept the {whole} entries that parsed whole, "
+                        f"dropped {len(entries) - whole} incomplete")
+        return entries[:whole]
+    warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
+    return entries
 
 
 def _whole_entries(body: bytes, parsed: int) -> int:

@@ -29,7 +29,7 @@ from ..dates import read_date
 from ..record import clean_text, title_text
 from ..urls import canonical_url
 from . import Parsed, select_newest
-from .feed import NO_ZONE_NOTE, TITLE_MAX
+from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
 
 ATOM10 = "http://www.w3.org/2005/Atom"
 ATOM03 = "http://purl.org/atom/ns#"
@@ -143,13 +143,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     warnings = list(decoded.warnings)
     problem = _problem(root, parser)
     if problem:
-        whole = _whole_entries(text, len(entries))
-        if whole < len(entries):
-            warnings.append(f"feed is cut short ({problem}); kept the {whole} entries that parsed whole, "
-                            f"dropped {len(entries) - whole} incomplete")
-            entries = entries[:whole]
-        else:
-            warnings.append(f"feed is malformed ({problem}); kept the {len(entries)} entries that parsed")
+        entries = keep_whole_entries(entries, text, problem, warnings)
     if limit is not None and len(entries) > limit:
         pairs = [(e, _entry_date(e)) for e in entries]  # dated first: only the kept are read whole
         dated = select_newest(pairs, [date for _, (date, _) in pairs], limit)
@@ -219,19 +213,6 @@ def _problem(root: etree._Element, parser: etree.XMLParser) -> str:
     for error in parser.error_log:
         return error.message.strip()[:200]  # e.g. an undefined entity: a warning to libxml2
     return ""
-
-
-# The end of one entry, and the end of the whole document (feed.py asks the same of feedparser's input).
-_ENTRY_END = re.compile(rb"</(?:[\w.-]+:)?(?:item|entry)\s*>", re.IGNORECASE)
-_ROOT_END = re.compile(rb"</(?:[\w.-]+:)?(?:rss|feed|rdf)\s*>\s*$", re.IGNORECASE)
-
-
-def _whole_entries(body: bytes, parsed: int) -> int:
-    """How many of the `parsed` entries are whole: a body cut short can end inside its last entry,
-    whose fields are then partial (a link cut in half would be stored for good)."""
-    if _ROOT_END.search(body[-256:]):
-        return parsed
-    return min(parsed, len(_ENTRY_END.findall(body)))
 
 
 # -- one entry -------------------------------------------------------------------------------------
