@@ -17,6 +17,9 @@ from parser.errors import RecordRefusedError, StorageError
 
 log = logging.getLogger("parser")
 CHUNK_ROWS = 500
+# The advisory lock key every daemon of a project takes around CREATE/ALTER TABLE (any fixed number;
+# this one spells "parser" in ASCII).
+SCHEMA_LOCK_KEY = 0x706172736572
 
 
 class Database:
@@ -50,25 +53,24 @@ class Database:
             return self.tables[name]
         wanted = ["hash", *[c for c in columns if c != "hash"]]
         try:
-            inspector = sa.inspect(self.engine)
-            if not inspector.has_table(name):
-                table = sa.Table(
-                    name, self.metadata,
-                    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-                    sa.Column("hash", sa.String(128), nullable=False, unique=True),
-                    *[sa.Column(c, sa.Text) for c in wanted[1:]],
-                )
-                table.create(self.engine, checkfirst=True)
-            else:
-                present = {c["name"] for c in inspector.get_columns(name)}
-                missing = [c for c in wanted if c not in present]
-                with self.engine.begin() as conn:
-                    for column in missing:
-                        quoted = self.engine.dialect.identifier_preparer.quote(column)
-                        conn.execute(sa.text(f"ALTER TABLE {self.engine.dialect.identifier_preparer.quote(name)}"
-                                             f" ADD COLUMN {quoted} TEXT"))
+            with self.engine.begin() as conn:
+                schema_lock(conn)
+                inspector = sa.inspect(conn)
+                if not inspector.has_table(name):
+                    table = sa.Table(
+                        name, self.metadata,
+                        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                        sa.Column("hash", sa.String(128), nullable=False, unique=True),
+                        *[sa.Column(c, sa.Text) for c in wanted[1:]],
+                    )
+                    table.create(conn, checkfirst=True)
+                else:
+                    present = {c["name"] for c in inspector.get_columns(name)}
+                    quote = self.engine.dialect.identifier_preparer.quote
+                    for column in (c for c in wanted if c not in present):
+                        conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} TEXT"))
                         log.info("added column %s to table %s", column, name)
-                table = sa.Table(name, self.metadata, autoload_with=self.engine)
+                    table = sa.Table(name, self.metadata, autoload_with=conn)
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot prepare table {name}: {_short(exc)}") from None
         self.tables[name] = table
@@ -116,6 +118,14 @@ class Database:
     def count(self, name: str) -> int:
         with self.engine.connect() as conn:
             return conn.execute(sa.text(f"SELECT COUNT(*) FROM {name}")).scalar_one()
+
+
+def schema_lock(conn: sa.Connection) -> None:
+    """PostgreSQL: hold the schema lock until this transaction ends. Two daemons started at once
+    both see a table missing and both run CREATE TABLE; without the lock one of them fails on
+    pg_type's unique index. SQLite's own write lock already serialises this."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
 
 
 def _short(exc: BaseException) -> str:
