@@ -121,6 +121,7 @@ class Daemon:
         self.lock = FolderLock(settings.staging_dir)
         self.state_path = settings.staging_dir / "state.json"
         self.states: dict[str, SourceState] = {}
+        self.schedule = None  # SHARED = True: the sources' schedule in the database (parser/shared.py)
         self.sink: Sink | None = None
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
         self.dry_run_seen: set[str] = set()
@@ -180,6 +181,10 @@ class Daemon:
         self.states = load_states(self.state_path)
         pull_back(self.states, self.clock(),
                   {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
+        if s.shared:
+            from .shared import SharedSchedule
+            self.schedule = SharedSchedule(s, self.sources, self.states, named=bool(self.options.sources))
+            self.schedule.open()
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
@@ -215,6 +220,8 @@ class Daemon:
             self.sink.close()
         if self.jobs:
             self.jobs.close()
+        if self.schedule:
+            self.schedule.close()
         if self.db:
             self.db.close()
         if self.sink:  # opened, so the lock is ours and daemon.json is this run's
@@ -356,10 +363,14 @@ class Daemon:
                  f"; a restart is needed for {', '.join(restart)}" if restart else "")
         for note in new.notes:
             log.info("params: %s", note)
+        if self.schedule:
+            self.schedule.sync(self.sources, self.settings.sources)
         return True
 
     def _due_sources(self) -> list[Source]:
         now = self.clock()
+        if self.schedule:  # claimed from the database, leased to this daemon; --once: all that are due
+            return self.schedule.due(now, len(self.sources) if self.options.once else None)
         due = []
         for source in self.sources:
             state = self._state(source)
@@ -374,7 +385,8 @@ class Daemon:
 
     def _seconds_until_next(self, next_flush: float) -> float:
         now = self.clock()
-        upcoming = [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
+        upcoming = [self.schedule.next_due(now)] if self.schedule else \
+            [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
         if self.jobs:
             upcoming.append(self.jobs.next_due())
         soonest = min([next_flush, *upcoming])
@@ -413,12 +425,16 @@ class Daemon:
                     log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
                 outcome.source = source  # as params.py has it, not the address it was polled at
                 self._absorb(outcome, summary)
+                if self.schedule and not self.options.dry_run:
+                    self.schedule.done(source, self._state(source), self.clock())
             if not self.stop.is_set():
                 submit_more()
         for future in pending:  # stopping: abandon what has not finished
             future.cancel()
         if not self.options.dry_run:
             save_states(self.state_path, self.states)
+            if self.schedule:
+                self.schedule.save()
             self.run_info.add(polls=summary.polled, errors=summary.errors, new=summary.new,
                               duplicates=summary.duplicates, not_modified=summary.not_modified,
                               fetch_bytes=summary.fetch_bytes)

@@ -93,6 +93,8 @@ class Settings:
     log_format: str = "text"        # "json": one JSON object a line (parser/logs.py)
     notes: tuple[str, ...] = ()  # what the daemon logs at start about how the settings were read
     status_listen: tuple[str, int] | None = None  # the status page and /metrics (parser/statuspage.py); None: off
+    shared: bool = False            # several daemons, one PostgreSQL (parser/shared.py)
+    shared_lease: float = 300.0     # seconds a claimed source or link is this daemon's alone
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -124,6 +126,8 @@ DEFAULTS: dict[str, Any] = {
     "FULL_TEXT_TIMEOUT": 10,
     "LOG_FORMAT": "text",
     "STATUS_LISTEN": None,
+    "SHARED": False,
+    "SHARED_LEASE": 300,
 }
 
 
@@ -211,6 +215,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
     status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
+    _check_shared(v, problems)
     problems.raise_if_any()
 
     return Settings(
@@ -242,7 +247,27 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         notes=tuple(notes),
         log_format=v["LOG_FORMAT"],
         status_listen=status_listen,
+        shared=v["SHARED"],
+        shared_lease=float(v["SHARED_LEASE"]),
     )
+
+
+def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
+    """SHARED: the daemons of the group coordinate through the database, so it must be PostgreSQL
+    (SQLite is one file on one machine). A lease shorter than a poll could hand a source being
+    polled to a second daemon, so it must outlast DEADLINE."""
+    if not isinstance(v["SHARED"], bool):
+        problems.add("SHARED", f"must be True or False, got {v['SHARED']!r}")
+        return
+    if not _positive_number(v["SHARED_LEASE"]):
+        problems.add("SHARED_LEASE", f"must be a number of seconds above 0, got {v['SHARED_LEASE']!r}")
+    elif _positive_number(v["DEADLINE"]) and v["SHARED_LEASE"] <= 2 * v["DEADLINE"]:
+        problems.add("SHARED_LEASE", f"must be more than twice DEADLINE ({v['DEADLINE']} s): a claimed source "
+                     f"is polled within its lease, got {v['SHARED_LEASE']!r}")
+    url = v["DB_URL"]
+    if v["SHARED"] and isinstance(url, str) and not url.startswith(("postgresql", "postgres://")):
+        problems.add("SHARED", "True needs DB_URL to be a PostgreSQL database (postgresql://...), the one "
+                     f"every daemon of the group reaches; got DB_URL {url.split('://', 1)[0]}://...")
 
 
 def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Problems) -> list[Source]:

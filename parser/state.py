@@ -83,15 +83,21 @@ def load_states(path: Path) -> dict[str, SourceState]:
         return {}
     except ValueError:
         return {}  # a damaged state file costs one unconditional poll per source, nothing more
+    return {name: load_state(data) for name, data in raw.items() if isinstance(data, dict)}
+
+
+def load_state(data: dict, url: str = "") -> SourceState:
+    """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
+    state saved before its source had one."""
     fields = SourceState.__dataclass_fields__
-    states = {name: SourceState(**{k: v for k, v in data.items() if k in fields})
-              for name, data in raw.items() if isinstance(data, dict)}
-    for state in states.values():  # a hand-edited file must not stop the loop at the first count()
-        if not isinstance(state.hourly, list) or not all(isinstance(h, list) and len(h) == 3 for h in state.hourly):
-            state.hourly = []
-        if not isinstance(state.totals, dict):
-            state.totals = {}
-    return states
+    state = SourceState(**{k: v for k, v in data.items() if k in fields})
+    state.url = state.url or url
+    # A hand-edited file must not stop the loop at the first count().
+    if not isinstance(state.hourly, list) or not all(isinstance(h, list) and len(h) == 3 for h in state.hourly):
+        state.hourly = []
+    if not isinstance(state.totals, dict):
+        state.totals = {}
+    return state
 
 
 def save_states(path: Path, states: dict[str, SourceState]) -> None:

@@ -1,0 +1,177 @@
+"""The SQL of several daemons sharing one PostgreSQL (SHARED = True): the sources' schedule and state,
+with leases. The daemon-side classes are in parser/shared.py; nothing here knows about feeds.
+
+One row per source. A daemon claims due rows in a batch: the claim moves `due_at` to the end of the
+lease, so a claimed row is not due for anyone else, and a daemon that dies (kill -9, a lost machine)
+leaves rows that come due again when their lease ends. When a poll is done, its daemon writes the
+state and the next due time and clears the lease, but only while the lease is still its own.
+
+Times are the database's clock (now()): the daemons' machines may disagree about the time of day,
+the database is the one clock they share. Plain psycopg (not SQLAlchemy): SKIP LOCKED, advisory
+locks and COPY are PostgreSQL's own, and the few statements read better as SQL.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from parser.errors import StorageError
+
+log = logging.getLogger("parser")
+# Key of the advisory lock held while the coordination tables are created (as db/store.py's tables).
+SCHEMA_LOCK_KEY = 0x706172736572
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS parser_sources (
+    name        text PRIMARY KEY,
+    url         text NOT NULL,
+    interval_s  double precision NOT NULL,
+    enabled     boolean NOT NULL DEFAULT true,
+    due_at      timestamptz NOT NULL DEFAULT now(),
+    lease_owner text,
+    lease_until timestamptz,
+    polled_at   timestamptz,
+    state       jsonb NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS parser_sources_due ON parser_sources (due_at) WHERE enabled;
+"""
+
+
+def conninfo(db_url: str) -> str:
+    """An SQLAlchemy PostgreSQL URL (postgresql+psycopg://...) as psycopg's connection string."""
+    scheme, _, rest = db_url.partition("://")
+    if not scheme.startswith("postgres"):
+        raise StorageError(f"SHARED needs a PostgreSQL DB_URL, got {scheme}://...")
+    return "postgresql://" + rest
+
+
+def daemon_id() -> str:
+    """Who holds a lease: readable in the table (host and pid), unique across restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class Claimed:
+    name: str
+    state: dict
+
+
+class Coordinator:
+    """One autocommit connection to the shared database, reopened after it drops. Main thread only."""
+
+    def __init__(self, db_url: str, owner: str | None = None):
+        self.conninfo = conninfo(db_url)
+        self.owner = owner or daemon_id()
+        self._conn: psycopg.Connection | None = None
+
+    def conn(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            try:
+                self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
+                                             application_name="parser-shared")
+            except psycopg.Error as exc:
+                raise StorageError(f"shared database unreachable: {str(exc).strip()[:300]}") from None
+        return self._conn
+
+    def execute(self, sql: str, params: Sequence | dict | None = None) -> list[tuple]:
+        try:
+            cur = self.conn().execute(sql, params)
+            return cur.fetchall() if cur.description else []
+        except psycopg.Error as exc:
+            raise StorageError(f"shared database: {str(exc).strip().splitlines()[0][:300]}") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def create_schema(self, schema: str = SCHEMA) -> None:
+        """Idempotent, and safe when several daemons start at once (one transaction, one lock)."""
+        try:
+            with self.conn().transaction():
+                self.conn().execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+                self.conn().execute(schema)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot prepare the shared tables: {str(exc).strip()[:300]}") from None
+
+    # -- sources ----------------------------------------------------------------------------------
+    def sync_sources(self, sources: Iterable[tuple[str, str, float, bool]]) -> None:
+        """Upsert (name, url, interval, enabled) as params.py has them; a source whose url changed
+        loses its state (its validators were the old address's) and is due at once; a source no
+        longer in params.py is disabled, its state kept in case it comes back."""
+        try:
+            with self.conn().transaction():
+                cur = self.conn().cursor()
+                cur.execute("CREATE TEMP TABLE wanted (name text, url text, interval_s double precision,"
+                            " enabled boolean) ON COMMIT DROP")
+                with cur.copy("COPY wanted (name, url, interval_s, enabled) FROM STDIN") as copy:
+                    for row in sources:
+                        copy.write_row(row)
+                cur.execute("""
+                    INSERT INTO parser_sources AS s (name, url, interval_s, enabled)
+                    SELECT name, url, interval_s, enabled FROM wanted
+                    ON CONFLICT (name) DO UPDATE SET
+                        interval_s = excluded.interval_s, enabled = excluded.enabled, url = excluded.url,
+                        state = CASE WHEN s.url = excluded.url THEN s.state ELSE '{}' END,
+                        due_at = CASE WHEN s.url = excluded.url
+                                      THEN LEAST(s.due_at, now() + make_interval(secs => excluded.interval_s))
+                                      ELSE now() END
+                    WHERE (s.url, s.interval_s, s.enabled) IS DISTINCT FROM
+                          (excluded.url, excluded.interval_s, excluded.enabled)""")
+                cur.execute("UPDATE parser_sources SET enabled = false WHERE enabled"
+                            " AND name NOT IN (SELECT name FROM wanted)")
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot write the sources to the shared database: {str(exc).strip()[:300]}") from None
+
+    def claim_sources(self, limit: int, lease: float, names: Sequence[str] | None = None) -> list[Claimed]:
+        """Up to `limit` due sources, leased to this daemon for `lease` seconds (all enabled sources,
+        or only `names`). SKIP LOCKED: two daemons claiming at once get different rows, neither waits."""
+        only = "name = ANY(%(names)s)" if names is not None else "enabled"
+        rows = self.execute(f"""
+            UPDATE parser_sources s
+            SET lease_owner = %(me)s, lease_until = now() + make_interval(secs => %(lease)s),
+                due_at = now() + make_interval(secs => %(lease)s)
+            WHERE s.name IN (SELECT name FROM parser_sources
+                             WHERE {only} AND due_at <= now()
+                             ORDER BY due_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+            RETURNING s.name, s.state""",
+            {"me": self.owner, "lease": float(lease), "limit": limit, "names": list(names or ())})
+        return [Claimed(name, state) for name, state in rows]
+
+    def finish_sources(self, done: Sequence[tuple[str, dict, float]]) -> int:
+        """(name, state, seconds until due) per polled source: state written, lease cleared. A lease
+        that ended and went to another daemon is left to it. Returns how many were still ours."""
+        if not done:
+            return 0
+        rows = self.execute("""
+            UPDATE parser_sources s
+            SET state = d.state, due_at = now() + make_interval(secs => d.due_in), polled_at = now(),
+                lease_owner = NULL, lease_until = NULL
+            FROM (SELECT * FROM unnest(%(names)s::text[], %(states)s::jsonb[], %(due)s::float8[])
+                  AS t(name, state, due_in)) d
+            WHERE s.name = d.name AND s.lease_owner = %(me)s
+            RETURNING s.name""",
+            {"names": [n for n, _, _ in done], "states": [json.dumps(s) for _, s, _ in done],
+             "due": [max(0.0, d) for _, _, d in done], "me": self.owner})
+        return len(rows)
+
+    def release_sources(self) -> int:
+        """This daemon's leases given back (it stops): due at once for the others."""
+        rows = self.execute("UPDATE parser_sources SET due_at = now(), lease_owner = NULL, lease_until = NULL"
+                            " WHERE lease_owner = %s RETURNING name", (self.owner,))
+        return len(rows)
+
+    def seconds_to_next_source(self, names: Sequence[str] | None = None) -> float | None:
+        """Seconds until the soonest source comes due (0 when one is), None when there is none."""
+        only = "name = ANY(%(names)s)" if names is not None else "enabled"
+        rows = self.execute(f"SELECT EXTRACT(EPOCH FROM min(due_at) - now()) FROM parser_sources WHERE {only}",
+                            {"names": list(names or ())})
+        value = rows[0][0] if rows else None
+        return None if value is None else max(0.0, float(value))

@@ -1,0 +1,100 @@
+"""SHARED = True: the daemon's side of several daemons sharing one PostgreSQL (SQL in db/coord.py).
+
+SharedSchedule stands in for the local schedule (state.json and each state's next_due): due sources
+are claimed from the database with a lease, their state comes with them into the daemon's `states`,
+and once polled their state and next due time go back. The daemon polls and absorbs exactly as it
+does alone; only where sources are picked and where their state is written differ.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import MutableMapping, Sequence
+
+from db.coord import Coordinator
+
+from .settings import Settings, Source
+from .state import SourceState, load_state
+
+log = logging.getLogger("parser")
+# Not written to the shared row: due times are the daemon's schedule clock, the row's due_at is the
+# database's (the machines may disagree about the time of day).
+LOCAL_FIELDS = ("next_due", "not_before")
+
+
+class SharedSchedule:
+    """The sources' schedule in the shared database. Main thread only (as the daemon's states)."""
+
+    def __init__(self, settings: Settings, sources: Sequence[Source], states: MutableMapping[str, SourceState],
+                 *, named: bool = False, batch: int | None = None):
+        self.settings = settings
+        self.states = states
+        self.coord = Coordinator(settings.db_url)
+        # Started with --source: only those, whether or not params.py enables them; else every
+        # enabled source of params.py (the same file on every machine).
+        self.named = named
+        self.batch = batch or settings.concurrency
+        self.by_name: dict[str, Source] = {}
+        self.finished: list[tuple[str, dict, float]] = []
+        self.sources = sources
+
+    def open(self) -> None:
+        self.coord.create_schema()
+        self.sync(self.sources, self.settings.sources)
+        log.info("shared: daemon %s, lease %.0f s, claims up to %d sources at a time", self.coord.owner,
+                 self.settings.shared_lease, self.batch)
+
+    def sync(self, sources: Sequence[Source], every: Sequence[Source]) -> None:
+        """params.py's sources (`every` of them, enabled or not) into the table, at start and after
+        SIGHUP; this daemon polls `sources`."""
+        self.sources = list(sources)
+        self.by_name = {s.name: s for s in self.sources}
+        polled = [s for s in every if s.protocol != "webhook"]
+        self.coord.sync_sources((s.name, s.url, s.interval, s.enabled) for s in polled)
+
+    def _names(self) -> list[str] | None:
+        return list(self.by_name) if self.named else None
+
+    def due(self, now: float, limit: int | None = None) -> list[Source]:
+        """Claim due sources; their shared state replaces what this daemon last knew of them."""
+        if not self.by_name:  # --job alone: no feeds
+            return []
+        claimed = self.coord.claim_sources(limit or self.batch, self.settings.shared_lease, self._names())
+        due = []
+        for row in claimed:
+            source = self.by_name.get(row.name)
+            if source is None:  # another daemon's newer params.py: not ours to poll; give it back
+                self.finished.append((row.name, row.state, 0.0))
+                continue
+            state = load_state(row.state, url=source.url)
+            state.next_due = state.not_before = now
+            self.states[row.name] = state
+            due.append(source)
+        return due
+
+    def next_due(self, now: float) -> float:
+        """When (on the daemon's clock) the soonest source comes due, for any daemon to claim."""
+        seconds = self.coord.seconds_to_next_source(self._names()) if self.by_name else None
+        return now + (60.0 if seconds is None else seconds)
+
+    def done(self, source: Source, state: SourceState, now: float) -> None:
+        """One polled source, written at the next save()."""
+        due_in = max(state.next_due, state.not_before) - now
+        shared = {k: v for k, v in vars(state).items() if k not in LOCAL_FIELDS}
+        self.finished.append((source.name, shared, due_in))
+
+    def save(self) -> None:
+        finished, self.finished = self.finished, []
+        kept = self.coord.finish_sources(finished)
+        if kept < len(finished):
+            log.info("shared: %d of %d polled sources had passed their lease to another daemon (a poll "
+                     "longer than SHARED_LEASE); their state is that daemon's", len(finished) - kept, len(finished))
+
+    def close(self) -> None:
+        """Write what was polled, give back what was claimed and not polled (a stop mid-cycle)."""
+        try:
+            self.save()
+            released = self.coord.release_sources()
+            if released:
+                log.info("shared: %d claimed sources given back unpolled", released)
+        finally:
+            self.coord.close()

@@ -1,0 +1,143 @@
+"""SHARED = True: several daemon processes, each in its own folder (its own machine), one PostgreSQL.
+The loopback server counts the polls: each source at most once per interval across the group, every
+item stored once, and a daemon killed with -9 has its sources taken over when its leases end."""
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import time
+from collections import defaultdict
+
+import psycopg
+import pytest
+
+from tests.conftest import Project
+from tests.feeds import numbered_items, rss
+from tests.process import stop, wait_for
+
+INTERVAL = 2.0
+FEED_DELAY = 0.3  # seconds each answer takes: a poll is in flight long enough to be killed in
+
+
+def group(tmp_path, n: int, pg_url: str, server, sources: int, **extra) -> list[Project]:
+    """n machines with the same params.py, each in its own folder (its own staging)."""
+    params = dict(DB_URL=pg_url, SHARED=True, SHARED_LEASE=3, TIMEOUT=1, DEADLINE=1.2, CONCURRENCY=3,
+                  FLUSH_INTERVAL=1, POLL_INTERVAL=INTERVAL,
+                  SOURCES=[{"name": f"f{i}", "url": server.url(f"/f{i}.xml")} for i in range(sources)])
+    params.update(extra)
+    projects = []
+    for i in range(n):
+        project = Project(tmp_path / f"machine{i}")
+        project.folder.mkdir()
+        project.write_params(**params)
+        projects.append(project)
+    return projects
+
+
+def publish(server, sources: int, items: int) -> None:
+    for i in range(sources):
+        server.route(f"/f{i}.xml", body=rss(numbered_items(1, items, host=f"f{i}.example")), delay=FEED_DELAY)
+
+
+def start(project: Project) -> subprocess.Popen:
+    before = project.log().count("started:")
+    proc = project.start()
+    wait_for(lambda: proc.poll() is not None or project.log().count("started:") > before, "the daemon's start")
+    assert proc.poll() is None, proc.stderr.read()
+    return proc
+
+
+def poll_times(server) -> dict[str, list[float]]:
+    times = defaultdict(list)
+    for at, path in list(server.times):
+        times[path].append(at)
+    return times
+
+
+def gaps_below(times: dict[str, list[float]], interval: float) -> tuple[int, int]:
+    """(gaps between two polls of one source shorter than the interval, all gaps)."""
+    gaps = [b - a for ts in times.values() for a, b in itertools.pairwise(ts)]
+    return sum(g < interval - 0.05 for g in gaps), len(gaps)
+
+
+def stored_links(pg_url: str) -> list[str]:
+    with psycopg.connect(pg_url) as con:
+        return [r[0] for r in con.execute("SELECT link FROM items ORDER BY link")]
+
+
+def expected_links(sources: int, items: int) -> list[str]:
+    return sorted(f"http://f{i}.example/item/{n}" for i in range(sources) for n in range(1, items + 1))
+
+
+def polled_after(server, sources: int, moment: float) -> bool:
+    times = poll_times(server)
+    return all(any(t > moment + FEED_DELAY for t in times[f"/f{i}.xml"]) for i in range(sources))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("daemons", [2, 4])
+def test_each_source_polled_once_per_interval_across_the_group_and_each_item_stored_once(
+        server, tmp_path, pg_url, daemons):
+    sources = 12
+    publish(server, sources, 3)
+    projects = group(tmp_path, daemons, pg_url, server, sources)
+    procs = [start(p) for p in projects]
+    started = time.monotonic()
+    time.sleep(3)
+    publish(server, sources, 5)  # new items while the group runs
+    changed = time.monotonic()
+    wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 20)
+    time.sleep(max(0.0, 8 - (time.monotonic() - started)))
+    ran = time.monotonic() - started
+    assert [stop(p) for p in procs] == [0] * daemons
+    times = poll_times(server)
+    short, gaps = gaps_below(times, INTERVAL)
+    assert short == 0, f"{short} of {gaps} polls came sooner than the interval after the previous one"
+    for path, ts in times.items():  # one daemon's worth of polls, not one per daemon
+        assert len(ts) <= ran / INTERVAL + 1, (path, len(ts))
+    assert stored_links(pg_url) == expected_links(sources, 5)
+    busy = [p for p in projects if " new " in p.log()]
+    assert len(busy) >= 2, "the polls were not shared: one daemon did them all"
+
+
+@pytest.mark.postgres
+def test_sources_of_a_daemon_killed_mid_cycle_are_taken_over_after_the_lease(server, tmp_path, pg_url):
+    sources, lease = 9, 3.0
+    publish(server, sources, 3)
+    projects = group(tmp_path, 2, pg_url, server, sources, SHARED_LEASE=lease)
+    procs = [start(p) for p in projects]
+    victim, survivor = procs
+    held: dict[str, float] = {}  # source -> when (test clock) its lease ends
+
+    def victim_mid_poll() -> bool:  # it holds leases: requests of its own are in flight
+        with psycopg.connect(pg_url) as con:
+            rows = con.execute("SELECT name, EXTRACT(EPOCH FROM lease_until - now()) FROM parser_sources"
+                               " WHERE lease_owner LIKE %s", (f"%:{victim.pid}:%",)).fetchall()
+        held.update({name: time.monotonic() + float(left) for name, left in rows})
+        return bool(held)
+
+    wait_for(victim_mid_poll, "the first daemon to hold leases", 20)
+    victim.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    victim.wait()
+    publish(server, sources, 4)  # published after the kill: only the survivor can store it
+    wait_for(lambda: polled_after(server, sources, killed + lease), "every source polled after the lease", 20)
+    times = poll_times(server)
+    for name, lease_ends in held.items():  # taken over, but not before the lease ended
+        after = [t for t in times[f"/{name}.xml"] if t > killed + 0.05]
+        assert after and after[0] >= lease_ends - 0.1, (name, after[0] - lease_ends)
+    assert stop(survivor) == 0
+    short, gaps = gaps_below(times, INTERVAL)
+    assert short == 0, f"{short} of {gaps} polls came sooner than the interval after the previous one"
+    # The killed machine comes back: what it had staged and not flushed is flushed at its start.
+    projects[0].run("--once", check=True)
+    assert stored_links(pg_url) == expected_links(sources, 4)
+
+
+@pytest.mark.postgres
+def test_shared_needs_postgresql_and_says_so(project):
+    project.write_params(SHARED=True, SOURCES=[])
+    proc = project.run("--once")
+    assert proc.returncode == 2
+    assert "SHARED" in proc.stderr and "PostgreSQL" in proc.stderr
