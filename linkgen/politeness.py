@@ -122,6 +122,9 @@ class HostPacer:
         self._next: dict[str, float] = {}
         self._held: dict[str, float] = {}   # host key -> clock time before which nothing is sent
 
+    def close(self) -> None:
+        """Nothing to release here (a shared pacer closes its database connections)."""
+
     def reserve(self, url: str, delay: float) -> float:
         """Book a moment for a request to `url`'s host; return the seconds to wait for it.
         Raises HostHeldError (nothing booked) while the host is held."""

@@ -64,7 +64,7 @@ class JobState:
         self.job = job
         self.dry_run = dry_run
         self.folder = job_folder(settings.staging_dir, job.name)
-        self.links = LinkFile(self.folder, job.name, clock=clock, read_only=dry_run)
+        self.links = self._open_links(settings, clock)
         if dry_run:
             self.sink: Sink | DryRunSink = DryRunSink(job, settings, self.folder, out)
         else:
@@ -85,6 +85,10 @@ class JobState:
             {k: float(v) for k, v in lengths.items()} if isinstance(lengths, dict) else {}
         self._pull_back(clock())
         self.waited = 0.0  # seconds this run has waited for held hosts (bounded under --once)
+
+    def _open_links(self, settings: Settings, clock: Callable[[], float]) -> LinkFile:
+        """The job's link file (SHARED = True: the group's links, parser/shared_jobs.py)."""
+        return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run)
 
     def _load_state(self) -> dict:
         try:

@@ -109,7 +109,12 @@ class JobRunner:
         self.dry_run = dry_run
         self.out = out if out is not None else sys.stdout
         self.window = settings.concurrency
-        self.pacer = HostPacer(stop=stop)
+        self.shared = settings.shared and not dry_run  # the group's links and hosts (parser/shared_jobs.py)
+        if self.shared:
+            from .shared_jobs import SharedHostPacer
+            self.pacer = SharedHostPacer(settings.db_url, stop=stop)
+        else:
+            self.pacer = HostPacer(stop=stop)
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
         self.states: list[JobState] = []
         # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
@@ -121,7 +126,7 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = self.clock()
         for job in self.jobs:
-            state = JobState(job, self.settings, self.clock, dry_run=self.dry_run, out=self.out)
+            state = self._job_state()(job, self.settings, self.clock, dry_run=self.dry_run, out=self.out)
             recovered = state.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
@@ -133,9 +138,16 @@ class JobRunner:
                              job.name, host, _utc(until))
             self.states.append(state)
 
+    def _job_state(self) -> type[JobState]:
+        if self.shared:
+            from .shared_jobs import SharedJobState
+            return SharedJobState
+        return JobState
+
     def close(self) -> None:
         for state in self.states:
             state.close()
+        self.pacer.close()
 
     def flush(self, db: Database, why: str) -> bool:
         ok = True

@@ -1,0 +1,274 @@
+"""SHARED = True for two-pass jobs: the link frontier, pass 1's turn and per-host politeness live in
+the shared PostgreSQL (SQL in db/coord.py), so N daemons fetch each link once and space their
+requests to a host as one.
+
+- SharedLinkFile stands in for linkgen.linkfile.LinkFile (the same methods the job runner calls): a
+  link is known by its row id instead of its line; pass 2's pending() claims links in leased batches
+  (SKIP LOCKED), mark() writes their status and ends the lease. Links claimed and not marked (a stop,
+  a kill) come back to the group when the lease ends.
+- SharedJobState runs pass 1 only while it holds the job's advisory lock (session-level, so a dead
+  daemon's lock goes with its connection), and keeps pass 1's last run in the database.
+- SharedHostPacer books each request's moment in the hosts table (one `delay` apart across the
+  group) and writes Retry-After holds there; every daemon reads the holds at most HOLD_REFRESH old.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+
+from db.coord import Coordinator
+from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkState, Mark, backoff
+from linkgen.politeness import HostHeldError, HostPacer, host_key
+
+from .errors import FetchError, StorageError
+from .job_state import JobState
+from .settings import Settings
+
+HOLD_REFRESH = 1.0      # seconds a daemon's view of the group's Retry-After holds may be old
+COUNTS_TTL = 2.0        # seconds counts() may be old (pass 2 asks after every batch, for a progress line)
+
+
+class SharedLinkFile:
+    def __init__(self, job: str, settings: Settings, clock: Callable[[], float]):
+        self.job = job
+        self.clock = clock
+        self.lease = settings.shared_lease
+        # Claimed a window at a time, as the frontier pulls: a daemon holds no more links than it
+        # can have in flight, so the others find the rest.
+        self.claim = settings.concurrency
+        self.coord = Coordinator(settings.db_url)
+        self.coord.create_schema()
+        self._out: dict[int, str] = {}  # claimed by this daemon, not marked yet
+        self._extended = time.monotonic()
+        self._count = self.coord.link_count(job)
+        self._counts: tuple[float, Counter] = (0.0, Counter())
+
+    def close(self) -> None:
+        try:
+            self.coord.release_links(self.job)  # claimed and not fetched: the others' at once
+        except StorageError:
+            pass  # the leases end by themselves
+        self.coord.close()
+
+    # -- pass 1 -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, url: str) -> bool:
+        return self.index_of(url) is not None
+
+    def add(self, links: Iterable[Link]) -> list[Link]:
+        batch = {link.url: link for link in links}
+        new = set(self.coord.add_links(self.job, [(k.url, k.depth, k.origin) for k in batch.values()]))
+        self._count += len(new)
+        return [link for url, link in batch.items() if url in new]
+
+    def add_template(self, urls: Iterable[str], *, chunk: int = 10_000,
+                     enough: Callable[[int], bool] | None = None) -> int:
+        added, batch = 0, []
+        for url in urls:
+            batch.append(Link(url, None, "template"))
+            if len(batch) >= chunk:
+                added += len(self.add(batch))
+                batch = []
+        return added + len(self.add(batch))
+
+    def index_of(self, url: str) -> int | None:
+        rows = self.coord.link_rows(self.job, urls=[url])
+        return rows[0][0] if rows else None
+
+    def find(self, urls: set[str]) -> dict[str, int]:
+        return {url: id_ for id_, url, _ in self.coord.link_rows(self.job, urls=sorted(urls))}
+
+    def status(self, url: str) -> str:
+        rows = self.coord.link_rows(self.job, urls=[url])
+        return rows[0][2] if rows else "pending"
+
+    def status_at(self, index: int) -> str:
+        rows = self.coord.link_rows(self.job, ids=[index])
+        return rows[0][2] if rows else "pending"
+
+    # -- pass 2 -------------------------------------------------------------------------------
+    def pending(self, *, ignore_backoff: bool = False, hand_out: bool = True) -> Iterator[tuple[int, str]]:
+        """Links this daemon claimed and has not marked yet, then new claims, a batch at a time as
+        the caller pulls. hand_out=False: a look at some open links, nothing claimed."""
+        if not hand_out:
+            yield from self.coord.open_links(self.job, 1_000)
+            return
+        yield from sorted(self._out.items())
+        while True:
+            claimed = self.coord.claim_links(self.job, self.claim, self.lease, any_time=ignore_backoff)
+            if not claimed:
+                return
+            self._out.update(claimed)
+            yield from claimed
+
+    def has_pending(self) -> bool:
+        return bool(self._out) or self.coord.links_claimable(self.job)
+
+    def next_retry(self) -> float | None:
+        seconds = self.coord.seconds_to_next_link(self.job)
+        return None if seconds is None else self.clock() + seconds
+
+    def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
+        """As LinkFile.mark: done, gone, failed (retry or dead), refused (or dead), reopen."""
+        marks = list(marks)
+        ids = {m: (m.index if m.index is not None else self.index_of(m.url)) for m in marks}
+        attempts_now = self.coord.link_attempts([i for i in ids.values() if i is not None])
+        now = float(int(self.clock()))
+        rows, out = [], []
+        for m in marks:
+            index = ids[m]
+            if index is None or index not in attempts_now:
+                continue
+            attempts, status, wait = attempts_now[index], m.status, 0.0
+            if status in ("done", "gone", "failed", "refused"):
+                attempts += 1
+            if status in ("failed", "refused"):
+                status = "dead" if attempts >= MAX_ATTEMPTS else "retry" if status == "failed" else "refused"
+            if status == "retry":
+                wait = backoff(attempts)
+            if status == "reopen":
+                status, attempts = "pending", 0
+            rows.append((index, status, attempts, m.detail, wait))
+            self._out.pop(index, None)
+            out.append((m, LinkState(status, attempts, now)))
+        self.coord.mark_links(rows)
+        _, counts = self._counts  # kept close between two reads (another daemon's marks show at the next)
+        for _m, state in out:
+            counts["pending"] -= 1
+            counts[state.status] += 1
+        if self._out and time.monotonic() - self._extended > self.lease / 3:
+            # Claimed links waiting for their host's turn: still this daemon's.
+            self.coord.extend_link_leases(list(self._out), self.lease)
+            self._extended = time.monotonic()
+        return out
+
+    def counts(self) -> Counter:
+        at, counts = self._counts
+        if time.monotonic() - at > COUNTS_TTL:
+            counts = Counter({"pending": 0, **self.coord.link_counts(self.job)})
+            self._counts = (time.monotonic(), counts)
+        return Counter(counts)
+
+
+class SharedJobState(JobState):
+    """A job whose links and pass 1 turn are the group's (its sink, harvest log and holds stay local)."""
+
+    def _open_links(self, settings: Settings, clock: Callable[[], float]) -> SharedLinkFile:
+        self.clock = clock
+        self._locked = False
+        return SharedLinkFile(self.job.name, settings, clock)
+
+    @property
+    def coord(self) -> Coordinator:
+        return self.links.coord
+
+    def pass1_due(self, now: float) -> bool:
+        """Due by the group's last pass 1 (or a harvest half done here), and this daemon's turn: the
+        job's lock is free. Checked again under the lock: another daemon may just have run it."""
+        if self._locked:
+            return True
+        if not (self.harvest and self.harvest.active or self._group_due()):
+            return False
+        self._locked = self.coord.try_job_lock(self.job.name)
+        if self._locked and not (self.harvest and self.harvest.active or self._group_due()):
+            self.coord.release_job_lock(self.job.name)
+            self._locked = False
+        return self._locked
+
+    def _group_due(self) -> bool:
+        since = self.coord.seconds_since_pass1(self.job.name)
+        return since is None or since >= self.job.interval
+
+    @property
+    def pass1_at(self) -> float:
+        since = self.coord.seconds_since_pass1(self.job.name)
+        if since is None:
+            return 0.0
+        now = self.clock()
+        if not self._locked and since >= self.job.interval:  # another daemon's turn: ask again soon
+            return now + 1.0 - self.job.interval
+        return now - since
+
+    @pass1_at.setter
+    def pass1_at(self, value: float) -> None:
+        pass  # JobState.__init__ sets the local file's value; the group's is in the database
+
+    def pass1_finished(self, at: float) -> None:
+        super().pass1_finished(at)
+        self.coord.pass1_finished(self.job.name)
+        if self._locked:
+            self.coord.release_job_lock(self.job.name)
+            self._locked = False
+
+
+class SharedHostPacer(HostPacer):
+    """HostPacer whose bookings and holds are the group's. Worker threads: one connection each."""
+
+    def __init__(self, db_url: str, *, stop: threading.Event | None = None):
+        super().__init__(stop=stop)
+        self.db_url = db_url
+        self._local = threading.local()
+        self._coords: list[Coordinator] = []
+        self._refreshed = float("-inf")
+        self._refresh_lock = threading.Lock()
+
+    def _coord(self) -> Coordinator:
+        coord = getattr(self._local, "coord", None)
+        if coord is None:
+            coord = self._local.coord = Coordinator(self.db_url)
+            with self._refresh_lock:
+                self._coords.append(coord)
+        return coord
+
+    def close(self) -> None:
+        for coord in self._coords:
+            coord.close()
+
+    def _refresh(self) -> None:
+        """The group's holds into this daemon's (at most HOLD_REFRESH old)."""
+        with self._refresh_lock:
+            if time.monotonic() - self._refreshed < HOLD_REFRESH:
+                return
+            self._refreshed = time.monotonic()
+        try:
+            holds = self._coord().host_holds()
+        except StorageError:
+            return  # the local holds stand until the database answers again
+        for key, seconds in holds.items():
+            super().hold(key, seconds)
+
+    def reserve(self, url: str, delay: float) -> float:
+        self._refresh()
+        pause = super().reserve(url, 0)  # raises HostHeldError while held (as far as this daemon knows)
+        if delay <= 0:
+            return pause
+        key = host_key(url)
+        try:
+            wait = self._coord().reserve_host(key, delay)
+        except StorageError as exc:
+            raise FetchError(f"not sent: {exc}") from None
+        if wait is None:  # another daemon's host hold, newer than this daemon's view
+            self._refreshed = float("-inf")
+            self._refresh()
+            raise HostHeldError(key, self.key_held_for(key))
+        return wait
+
+    def hold(self, url: str, seconds: float) -> float:
+        held = super().hold(url, seconds)
+        try:
+            self._coord().hold_host(host_key(url), held)
+        except StorageError:
+            pass  # held here at least; the others hear of it from their own requests
+        return held
+
+    def key_held_for(self, key: str) -> float:
+        self._refresh()
+        return super().key_held_for(key)
+
+    def holds(self) -> dict[str, float]:
+        self._refresh()
+        return super().holds()
