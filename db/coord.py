@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,23 @@ CREATE INDEX IF NOT EXISTS parser_links_open ON parser_links (job, id)
 CREATE TABLE IF NOT EXISTS parser_jobs (
     job      text PRIMARY KEY,
     pass1_at timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS parser_deliveries (
+    source   text NOT NULL,
+    delivery text NOT NULL,
+    at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (source, delivery)
+);
+
+CREATE TABLE IF NOT EXISTS parser_websub (
+    source     text PRIMARY KEY,
+    secret     text NOT NULL,
+    hub        text,
+    topic      text,
+    owner      text,
+    next_at    timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz
 );
 
 CREATE TABLE IF NOT EXISTS parser_hosts (
@@ -332,3 +350,68 @@ class Coordinator:
         """host -> seconds it is still held, for every host held now."""
         return {h: float(s) for h, s in self.execute(
             "SELECT host, EXTRACT(EPOCH FROM held_until - now()) FROM parser_hosts WHERE held_until > now()")}
+
+    # -- webhooks and WebSub ----------------------------------------------------------------------
+    def take_delivery(self, source: str, delivery: str) -> bool:
+        """True for a delivery id the group has not taken before (it is taken now); False: a replay."""
+        return bool(self.execute("INSERT INTO parser_deliveries (source, delivery) VALUES (%s, %s)"
+                                 " ON CONFLICT DO NOTHING RETURNING 1", (source, delivery)))
+
+    def forget_delivery(self, source: str, delivery: str) -> None:
+        """The delivery could not be kept after all (the disk refused): its sender's retry is no replay."""
+        self.execute("DELETE FROM parser_deliveries WHERE source = %s AND delivery = %s", (source, delivery))
+
+    def delivery_seen(self, source: str, delivery: str) -> bool:
+        return bool(self.execute("SELECT 1 FROM parser_deliveries WHERE source = %s AND delivery = %s",
+                                 (source, delivery)))
+
+    def websub_secret(self, source: str, proposed: str) -> str:
+        """The group's secret for a source's subscription: the first daemon's proposal wins."""
+        self.execute("INSERT INTO parser_websub (source, secret) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                     (source, proposed))
+        return self.execute("SELECT secret FROM parser_websub WHERE source = %s", (source,))[0][0]
+
+    def claim_websub(self, source: str, hold: float) -> bool:
+        """This daemon's turn to (re)subscribe: due, and nobody else's turn for `hold` seconds."""
+        return bool(self.execute("""
+            UPDATE parser_websub SET owner = %(me)s, next_at = now() + make_interval(secs => %(hold)s)
+            WHERE source = %(source)s AND next_at <= now() RETURNING 1""",
+            {"me": self.owner, "hold": float(hold), "source": source}))
+
+    def websub_requested(self, source: str, hub: str, topic: str) -> None:
+        self.execute("UPDATE parser_websub SET hub = %s, topic = %s WHERE source = %s", (hub, topic, source))
+
+    def websub_verified(self, source: str, lease: float, renew_in: float) -> None:
+        self.execute("""
+            UPDATE parser_websub SET expires_at = now() + make_interval(secs => %s),
+                next_at = now() + make_interval(secs => %s) WHERE source = %s""",
+            (float(lease), float(renew_in), source))
+
+    def websub_row(self, source: str) -> tuple[str | None, str | None, float] | None:
+        """(hub, topic, seconds until the next (re)subscription is due) of a source's subscription."""
+        rows = self.execute("SELECT hub, topic, EXTRACT(EPOCH FROM next_at - now()) FROM parser_websub"
+                            " WHERE source = %s", (source,))
+        return (rows[0][0], rows[0][1], float(rows[0][2])) if rows else None
+
+
+class PerThread:
+    """A Coordinator per thread (worker and listener threads each query the shared tables)."""
+
+    def __init__(self, db_url: str):
+        self.db_url = db_url
+        self._local = threading.local()
+        self._all: list[Coordinator] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Coordinator:
+        coord = getattr(self._local, "coord", None)
+        if coord is None:
+            coord = self._local.coord = Coordinator(self.db_url)
+            with self._lock:
+                self._all.append(coord)
+        return coord
+
+    def close(self) -> None:
+        with self._lock:
+            for coord in self._all:
+                coord.close()

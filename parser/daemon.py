@@ -190,6 +190,9 @@ class Daemon:
                          dedup_mode=s.dedup, algorithm=s.hash)
         self.db = Database(s.db_url)
         self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
+        if s.shared and self.listened:  # delivery ids are the group's (parser/shared_push.py)
+            from .shared_push import SharedInbox
+            self.inbox = SharedInbox(s.staging_dir, s.db_url)
         if self.listened and not self.options.once:
             from .push import open_listener
             self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)

@@ -23,8 +23,13 @@ def open_listener(settings: Any, sources: list, inbox: Inbox, fetcher: Any, stop
     websub_sources = [s for s in sources if s.protocol == "websub"]
     if not websub_sources:
         return listener.start()
-    websub = WebSub(websub_sources, fetcher=fetcher, inbox=inbox, refusals=listener.refusals,
-                    callback_base=settings.websub_callback_base or listener.base_url, stop=stop)
+    kwargs = dict(fetcher=fetcher, inbox=inbox, refusals=listener.refusals,
+                  callback_base=settings.websub_callback_base or listener.base_url, stop=stop)
+    if getattr(settings, "shared", False):  # one subscription per source for the group
+        from .shared_push import SharedWebSub
+        websub = SharedWebSub(websub_sources, db_url=settings.db_url, **kwargs)
+    else:
+        websub = WebSub(websub_sources, **kwargs)
     for path, endpoint in websub.endpoints().items():
         listener.add(path, endpoint)
     listener.on_close(websub.close)

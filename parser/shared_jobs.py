@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from db.coord import Coordinator
+from db.coord import Coordinator, PerThread
 from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkState, Mark, backoff
 from linkgen.politeness import HostHeldError, HostPacer, host_key
 
@@ -210,23 +210,13 @@ class SharedHostPacer(HostPacer):
 
     def __init__(self, db_url: str, *, stop: threading.Event | None = None):
         super().__init__(stop=stop)
-        self.db_url = db_url
-        self._local = threading.local()
-        self._coords: list[Coordinator] = []
+        self.coords = PerThread(db_url)
+        self._coord = self.coords.get
         self._refreshed = float("-inf")
         self._refresh_lock = threading.Lock()
 
-    def _coord(self) -> Coordinator:
-        coord = getattr(self._local, "coord", None)
-        if coord is None:
-            coord = self._local.coord = Coordinator(self.db_url)
-            with self._refresh_lock:
-                self._coords.append(coord)
-        return coord
-
     def close(self) -> None:
-        for coord in self._coords:
-            coord.close()
+        self.coords.close()
 
     def _refresh(self) -> None:
         """The group's holds into this daemon's (at most HOLD_REFRESH old)."""
