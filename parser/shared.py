@@ -12,13 +12,17 @@ from collections.abc import MutableMapping, Sequence
 
 from db.coord import Coordinator
 
+from . import logs
+from .errors import StorageError
 from .settings import Settings, Source
 from .state import SourceState, load_state
+from .urls import redact_url
 
 log = logging.getLogger("parser")
 # Not written to the shared row: due times are the daemon's schedule clock, the row's due_at is the
 # database's (the machines may disagree about the time of day).
 LOCAL_FIELDS = ("next_due", "not_before")
+RETRY_UNREACHABLE = 5.0  # seconds between looks at a database that did not answer
 
 
 class SharedSchedule:
@@ -35,6 +39,7 @@ class SharedSchedule:
         self.batch = batch or settings.concurrency
         self.by_name: dict[str, Source] = {}
         self.finished: list[tuple[str, dict, float]] = []
+        self.outage: str | None = None  # the database's error while it is unreachable
         self.sources = sources
 
     def open(self) -> None:
@@ -58,7 +63,13 @@ class SharedSchedule:
         """Claim due sources; their shared state replaces what this daemon last knew of them."""
         if not self.by_name:  # --job alone: no feeds
             return []
-        claimed = self.coord.claim_sources(limit or self.batch, self.settings.shared_lease, self._names())
+        try:
+            self.save()  # what an earlier outage kept back first
+            claimed = self.coord.claim_sources(limit or self.batch, self.settings.shared_lease, self._names())
+        except StorageError as exc:
+            self._unreachable(exc)
+            return []
+        self.outage = None
         due = []
         for row in claimed:
             source = self.by_name.get(row.name)
@@ -73,8 +84,21 @@ class SharedSchedule:
 
     def next_due(self, now: float) -> float:
         """When (on the daemon's clock) the soonest source comes due, for any daemon to claim."""
-        seconds = self.coord.seconds_to_next_source(self._names()) if self.by_name else None
+        try:
+            seconds = self.coord.seconds_to_next_source(self._names()) if self.by_name else None
+        except StorageError as exc:
+            self._unreachable(exc)
+            return now + RETRY_UNREACHABLE
         return now + (60.0 if seconds is None else seconds)
+
+    def _unreachable(self, exc: StorageError) -> None:
+        """The database is away: nothing is claimed (the group's schedule is there), the daemon keeps
+        running (flushes retry too) and asks again; said once per outage."""
+        if self.outage is None:
+            logs.error_line("shared", redact_url(self.settings.db_url), f"{exc}; no source is claimed until "
+                            "the database answers again")
+            log.info("shared: %s; no source is claimed until the database answers", exc, extra=logs.ALSO_IN_ERRORS)
+        self.outage = str(exc)
 
     def done(self, source: Source, state: SourceState, now: float) -> None:
         """One polled source, written at the next save()."""
@@ -83,8 +107,16 @@ class SharedSchedule:
         self.finished.append((source.name, shared, due_in))
 
     def save(self) -> None:
+        """Polled sources' state and next due time into the table; kept for the next try while the
+        database is away (their leases end meanwhile, and another daemon may poll them again)."""
+        if not self.finished:
+            return
+        try:
+            kept = self.coord.finish_sources(self.finished)
+        except StorageError as exc:
+            self._unreachable(exc)
+            return
         finished, self.finished = self.finished, []
-        kept = self.coord.finish_sources(finished)
         if kept < len(finished):
             log.info("shared: %d of %d polled sources had passed their lease to another daemon (a poll "
                      "longer than SHARED_LEASE); their state is that daemon's", len(finished) - kept, len(finished))
@@ -96,5 +128,7 @@ class SharedSchedule:
             released = self.coord.release_sources()
             if released:
                 log.info("shared: %d claimed sources given back unpolled", released)
+        except StorageError:
+            pass  # their leases end by themselves
         finally:
             self.coord.close()
