@@ -193,6 +193,16 @@ class Coordinator:
             {"me": self.owner, "lease": float(lease), "limit": limit, "names": list(names or ())})
         return [Claimed(name, state) for name, state in rows]
 
+    def claim_source(self, name: str, lease: float) -> Claimed | None:
+        """One source, due or not, unless another daemon holds its lease (this one's may be renewed)."""
+        rows = self.execute("""
+            UPDATE parser_sources
+            SET lease_owner = %(me)s, lease_until = now() + make_interval(secs => %(lease)s),
+                due_at = now() + make_interval(secs => %(lease)s)
+            WHERE name = %(name)s AND (lease_owner IS NULL OR lease_owner = %(me)s OR lease_until < now())
+            RETURNING name, state""", {"me": self.owner, "lease": float(lease), "name": name})
+        return Claimed(*rows[0]) if rows else None
+
     def finish_sources(self, done: Sequence[tuple[str, dict, float]]) -> int:
         """(name, state, seconds until due) per polled source: state written, lease cleared. A lease
         that ended and went to another daemon is left to it. Returns how many were still ours."""

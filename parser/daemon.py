@@ -282,6 +282,10 @@ class Daemon:
             if source is None:
                 self.control.answer(request, ok=False, done=True, code=2, message=self._not_polled(request.source))
                 continue
+            if self.schedule and not self.schedule.take(source, now):  # the group's row, claimed here
+                self.control.answer(request, ok=False, done=True, message=f"{source.name} is being polled by "
+                                    "another daemon of the group (SHARED); ask again in a moment")
+                continue
             state = self._state(source)
             if request.verb == "reset":
                 log.info("%s  reset by the operator: %d failures cleared, polled now", source.name, state.failures)

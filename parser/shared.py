@@ -40,6 +40,7 @@ class SharedSchedule:
         self.by_name: dict[str, Source] = {}
         self.finished: list[tuple[str, dict, float]] = []
         self.outage: str | None = None  # the database's error while it is unreachable
+        self.taken: list[Source] = []   # claimed for the operator, polled in the next cycle
         self.sources = sources
 
     def open(self) -> None:
@@ -70,7 +71,7 @@ class SharedSchedule:
             self._unreachable(exc)
             return []
         self.outage = None
-        due = []
+        due, self.taken = self.taken, []  # claimed by take(): polled first
         for row in claimed:
             source = self.by_name.get(row.name)
             if source is None:  # another daemon's newer params.py: not ours to poll; give it back
@@ -81,6 +82,23 @@ class SharedSchedule:
             self.states[row.name] = state
             due.append(source)
         return due
+
+    def take(self, source: Source, now: float) -> bool:
+        """Claim one source now, due or not (the operator's `poll` or `reset` on this machine); False
+        while another daemon holds it. Polled in the next cycle, with the group's state."""
+        try:
+            claimed = self.coord.claim_source(source.name, self.settings.shared_lease)
+        except StorageError as exc:
+            self._unreachable(exc)
+            return False
+        if claimed is None:
+            return False
+        state = load_state(claimed.state, url=source.url)
+        state.next_due = state.not_before = now
+        self.states[source.name] = state
+        if source not in self.taken:
+            self.taken.append(source)
+        return True
 
     def next_due(self, now: float) -> float:
         """When (on the daemon's clock) the soonest source comes due, for any daemon to claim."""

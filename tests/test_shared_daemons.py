@@ -141,3 +141,42 @@ def test_shared_needs_postgresql_and_says_so(project):
     proc = project.run("--once")
     assert proc.returncode == 2
     assert "SHARED" in proc.stderr and "PostgreSQL" in proc.stderr
+
+
+@pytest.mark.postgres
+def test_poll_on_one_machine_polls_the_groups_source_there(server, tmp_path, pg_url):
+    publish(server, 2, 3)
+    [project] = group(tmp_path, 1, pg_url, server, 2, POLL_INTERVAL=3600)
+    proc = start(project)
+    try:
+        wait_for(lambda: server.hits.get("/f0.xml") == 1 and server.hits.get("/f1.xml") == 1, "the first polls")
+        done = project.run("poll", "f0", "--wait", "60", timeout=90)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert server.hits["/f0.xml"] == 2 and server.hits["/f1.xml"] == 1
+    finally:
+        assert stop(proc) == 0
+    with psycopg.connect(pg_url) as con:
+        due_in = con.execute("SELECT EXTRACT(EPOCH FROM due_at - now()) FROM parser_sources WHERE name = 'f0'")
+        assert float(due_in.fetchone()[0]) > 3000  # the group's row: next poll an interval after this one
+
+
+@pytest.mark.postgres
+def test_a_daemon_rides_out_lost_database_connections(server, tmp_path, pg_url):
+    publish(server, 4, 3)
+    [project] = group(tmp_path, 1, pg_url, server, 4)
+    proc = start(project)
+    database = pg_url.rpartition("/")[2]
+    try:
+        for _ in range(3):  # the database restarts (as far as this daemon can tell): its connections cut
+            time.sleep(1.5)
+            with psycopg.connect(pg_url, autocommit=True) as con:
+                con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                            " WHERE datname = %s AND pid <> pg_backend_pid()", (database,))
+        cut = time.monotonic()
+        wait_for(lambda: polled_after(server, 4, cut), "polls after the last cut", 20)
+        assert proc.poll() is None
+    finally:
+        assert stop(proc) == 0
+    times = poll_times(server)
+    short, gaps = gaps_below(times, INTERVAL)
+    assert short == 0, f"{short} of {gaps} polls came sooner than the interval after the previous one"
