@@ -266,10 +266,15 @@ class Coordinator:
         return self.execute(f"SELECT id, url FROM parser_links WHERE job = %(job)s AND ({OPEN})"
                             " ORDER BY id LIMIT %(limit)s", {"job": job, "limit": limit, "any_time": True})
 
-    def extend_link_leases(self, ids: Sequence[int], lease: float) -> None:
-        if ids:
-            self.execute("UPDATE parser_links SET lease_until = now() + make_interval(secs => %s)"
-                         " WHERE id = ANY(%s) AND lease_owner = %s", (float(lease), list(ids), self.owner))
+    def extend_link_leases(self, ids: Sequence[int], lease: float) -> set[int]:
+        """Renew this daemon's leases on `ids`; return those still its own (a lease that ended and
+        went to another daemon is that daemon's link now)."""
+        if not ids:
+            return set()
+        rows = self.execute("UPDATE parser_links SET lease_until = now() + make_interval(secs => %s)"
+                            " WHERE id = ANY(%s) AND lease_owner = %s AND status IN ('pending', 'retry', 'refused')"
+                            " RETURNING id", (float(lease), list(ids), self.owner))
+        return {r[0] for r in rows}
 
     def link_attempts(self, ids: Sequence[int]) -> dict[int, int]:
         return dict(self.execute("SELECT id, attempts FROM parser_links WHERE id = ANY(%s)", (list(ids),)))

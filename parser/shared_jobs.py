@@ -97,6 +97,10 @@ class SharedLinkFile:
         if not hand_out:
             yield from self.coord.open_links(self.job, 1_000)
             return
+        if self._out:  # claimed in an earlier pass and not marked: still ours, unless a lease ended
+            mine = self.coord.extend_link_leases(list(self._out), self.lease)
+            self._out = {i: u for i, u in self._out.items() if i in mine}
+            self._extended = time.monotonic()
         yield from sorted(self._out.items())
         while True:
             claimed = self.coord.claim_links(self.job, self.claim, self.lease, any_time=ignore_backoff)

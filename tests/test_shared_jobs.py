@@ -83,7 +83,11 @@ def test_the_per_host_delay_holds_for_the_whole_group(server, tmp_path, pg_url):
     arrivals = sorted(t for t, _ in item_times(server))
     gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert len(arrivals) == items
-    assert min(gaps) >= delay - 0.05, sorted(gaps)[:3]
+    # Booked one `delay` apart in the database; a loaded machine may send one a little late and the
+    # next on time, so a gap may shrink, but three daemons each keeping only their own pace would
+    # send three at once and be done in a third of the time.
+    assert min(gaps) >= delay / 2, sorted(gaps)[:3]
+    assert arrivals[-1] - arrivals[0] >= (items - 1) * delay * 0.95
 
 
 def test_links_of_a_daemon_killed_mid_pass_2_are_taken_over_after_the_lease(server, tmp_path, pg_url):
