@@ -86,7 +86,7 @@ def test_the_per_host_delay_holds_for_the_whole_group(server, tmp_path, pg_url):
     # Booked one `delay` apart in the database; a loaded machine may send one a little late and the
     # next on time, so a gap may shrink, but three daemons each keeping only their own pace would
     # send three at once and be done in a third of the time.
-    assert min(gaps) >= delay / 2, sorted(gaps)[:3]
+    assert min(gaps) >= delay / 4, sorted(gaps)[:3]
     assert arrivals[-1] - arrivals[0] >= (items - 1) * delay * 0.95
 
 
