@@ -89,8 +89,8 @@ def test_each_source_polled_once_per_interval_across_the_group_and_each_item_sto
     changed = time.monotonic()
     wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 20)
     time.sleep(max(0.0, 8 - (time.monotonic() - started)))
-    ended = time.monotonic()
     assert [stop(p) for p in procs] == [0] * daemons
+    ended = time.monotonic()
     times = poll_times(server)
     short, gaps = gaps_below(times, INTERVAL)
     assert short == 0, f"{short} of {gaps} polls came sooner than the interval after the previous one"
