@@ -220,6 +220,14 @@ class Coordinator:
              "due": [max(0.0, d) for _, _, d in done], "me": self.owner})
         return len(rows)
 
+    def renew_sources(self, lease: float) -> int:
+        """Every lease this daemon holds, renewed: a cycle longer than expected keeps its sources."""
+        rows = self.execute("""
+            UPDATE parser_sources SET lease_until = now() + make_interval(secs => %(lease)s),
+                due_at = now() + make_interval(secs => %(lease)s)
+            WHERE lease_owner = %(me)s RETURNING name""", {"me": self.owner, "lease": float(lease)})
+        return len(rows)
+
     def release_sources(self) -> int:
         """This daemon's leases given back (it stops): due at once for the others."""
         rows = self.execute("UPDATE parser_sources SET due_at = now(), lease_owner = NULL, lease_until = NULL"

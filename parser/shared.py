@@ -8,6 +8,7 @@ does alone; only where sources are picked and where their state is written diffe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import MutableMapping, Sequence
 
 from db.coord import Coordinator
@@ -41,6 +42,7 @@ class SharedSchedule:
         self.finished: list[tuple[str, dict, float]] = []
         self.outage: str | None = None  # the database's error while it is unreachable
         self.taken: list[Source] = []   # claimed for the operator, polled in the next cycle
+        self.claimed_at = time.monotonic()  # the last claim or lease renewal
         self.sources = sources
 
     def open(self) -> None:
@@ -71,6 +73,7 @@ class SharedSchedule:
             self._unreachable(exc)
             return []
         self.outage = None
+        self.claimed_at = time.monotonic()
         due, self.taken = self.taken, []  # claimed by take(): polled first
         for row in claimed:
             source = self.by_name.get(row.name)
@@ -123,6 +126,14 @@ class SharedSchedule:
         due_in = max(state.next_due, state.not_before) - now
         shared = {k: v for k, v in vars(state).items() if k not in LOCAL_FIELDS}
         self.finished.append((source.name, shared, due_in))
+        if time.monotonic() - self.claimed_at > self.settings.shared_lease / 3:
+            # A long cycle (rate waits, full text, a slow server within DEADLINE): the sources still
+            # in it stay this daemon's, so no other daemon polls them meanwhile.
+            try:
+                self.coord.renew_sources(self.settings.shared_lease)
+                self.claimed_at = time.monotonic()
+            except StorageError as exc:
+                self._unreachable(exc)
 
     def save(self) -> None:
         """Polled sources' state and next due time into the table; kept for the next try while the

@@ -109,3 +109,15 @@ def test_the_schema_is_created_once_by_many_daemons_starting_together(pg_url):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_renewed_lease_keeps_a_long_poll_from_the_others(coords):
+    slow, other, _ = coords
+    slow.sync_sources(sources(2))
+    assert len(slow.claim_sources(2, lease=0.5)) == 2
+    time.sleep(0.3)
+    assert slow.renew_sources(lease=0.5) == 2
+    time.sleep(0.3)  # past the first lease, within the renewed one
+    assert other.claim_sources(2, lease=30) == []
+    time.sleep(0.3)
+    assert len(other.claim_sources(2, lease=30)) == 2
