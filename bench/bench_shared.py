@@ -107,7 +107,7 @@ def claim_cost(base: str, table_size: int, rounds: int = 100, batch: int = CONCU
             claimed = coord.claim_sources(batch, lease=300)
             claims.append(time.perf_counter() - started)
             started = time.perf_counter()
-            coord.finish_sources([(c.name, c.state, 3600.0) for c in claimed])
+            coord.finish_sources([(c.name, c.state, 3600.0, 0.0) for c in claimed])
             finishes.append(time.perf_counter() - started)
         size = coord.execute("SELECT pg_size_pretty(pg_total_relation_size('parser_sources'))")[0][0]
         coord.close()

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS parser_sources (
     lease_owner text,
     lease_until timestamptz,
     polled_at   timestamptz,
+    hold_until  timestamptz,              -- a server's Retry-After: no poll before, by any daemon
     state       jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS parser_sources_due ON parser_sources (due_at) WHERE enabled;
@@ -89,6 +90,7 @@ CREATE TABLE IF NOT EXISTS parser_hosts (
     held_until timestamptz
 );
 """
+HOLD_LEFT = "COALESCE(GREATEST(EXTRACT(EPOCH FROM hold_until - now()), 0), 0)"
 OPEN = "status IN ('pending', 'refused') OR (status = 'retry' AND (%(any_time)s OR next_at <= now()))"
 
 
@@ -109,6 +111,7 @@ def daemon_id() -> str:
 class Claimed:
     name: str
     state: dict
+    hold_left: float = 0.0  # seconds of a Retry-After hold still to run (0: none)
 
 
 class Coordinator:
@@ -189,35 +192,37 @@ class Coordinator:
             WHERE s.name IN (SELECT name FROM parser_sources
                              WHERE {only} AND due_at <= now()
                              ORDER BY due_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-            RETURNING s.name, s.state""",
+            RETURNING s.name, s.state, {HOLD_LEFT}""",
             {"me": self.owner, "lease": float(lease), "limit": limit, "names": list(names or ())})
-        return [Claimed(name, state) for name, state in rows]
+        return [Claimed(name, state, float(hold)) for name, state, hold in rows]
 
     def claim_source(self, name: str, lease: float) -> Claimed | None:
         """One source, due or not, unless another daemon holds its lease (this one's may be renewed)."""
-        rows = self.execute("""
+        rows = self.execute(f"""
             UPDATE parser_sources
             SET lease_owner = %(me)s, lease_until = now() + make_interval(secs => %(lease)s),
                 due_at = now() + make_interval(secs => %(lease)s)
             WHERE name = %(name)s AND (lease_owner IS NULL OR lease_owner = %(me)s OR lease_until < now())
-            RETURNING name, state""", {"me": self.owner, "lease": float(lease), "name": name})
-        return Claimed(*rows[0]) if rows else None
+            RETURNING name, state, {HOLD_LEFT}""", {"me": self.owner, "lease": float(lease), "name": name})
+        return Claimed(rows[0][0], rows[0][1], float(rows[0][2])) if rows else None
 
-    def finish_sources(self, done: Sequence[tuple[str, dict, float]]) -> int:
-        """(name, state, seconds until due) per polled source: state written, lease cleared. A lease
-        that ended and went to another daemon is left to it. Returns how many were still ours."""
+    def finish_sources(self, done: Sequence[tuple[str, dict, float, float]]) -> int:
+        """(name, state, seconds until due, seconds of a Retry-After hold) per polled source: state
+        written, lease cleared. A lease that ended and went to another daemon is left to it. Returns
+        how many were still ours."""
         if not done:
             return 0
         rows = self.execute("""
             UPDATE parser_sources s
             SET state = d.state, due_at = now() + make_interval(secs => d.due_in), polled_at = now(),
+                hold_until = CASE WHEN d.hold > 0 THEN now() + make_interval(secs => d.hold) END,
                 lease_owner = NULL, lease_until = NULL
-            FROM (SELECT * FROM unnest(%(names)s::text[], %(states)s::jsonb[], %(due)s::float8[])
-                  AS t(name, state, due_in)) d
+            FROM (SELECT * FROM unnest(%(names)s::text[], %(states)s::jsonb[], %(due)s::float8[],
+                                       %(holds)s::float8[]) AS t(name, state, due_in, hold)) d
             WHERE s.name = d.name AND s.lease_owner = %(me)s
             RETURNING s.name""",
-            {"names": [n for n, _, _ in done], "states": [json.dumps(s) for _, s, _ in done],
-             "due": [max(0.0, d) for _, _, d in done], "me": self.owner})
+            {"names": [d[0] for d in done], "states": [json.dumps(d[1]) for d in done],
+             "due": [max(0.0, d[2]) for d in done], "holds": [max(0.0, d[3]) for d in done], "me": self.owner})
         return len(rows)
 
     def renew_sources(self, lease: float) -> int:

@@ -183,8 +183,9 @@ class Daemon:
                   {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
         if s.shared:
             from .shared import SharedSchedule
-            self.schedule = SharedSchedule(s, self.sources, self.states, named=bool(self.options.sources))
-            self.schedule.open()
+            self.schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources,
+                                           named=bool(self.options.sources), states=self.states)
+            self.schedule.load(self.sources)
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
@@ -282,7 +283,7 @@ class Daemon:
             if source is None:
                 self.control.answer(request, ok=False, done=True, code=2, message=self._not_polled(request.source))
                 continue
-            if self.schedule and not self.schedule.take(source, now):  # the group's row, claimed here
+            if self.schedule and not self.schedule.poll_now(source):  # the group's row, claimed here
                 self.control.answer(request, ok=False, done=True, message=f"{source.name} is being polled by "
                                     "another daemon of the group (SHARED); ask again in a moment")
                 continue
@@ -371,7 +372,7 @@ class Daemon:
         for note in new.notes:
             log.info("params: %s", note)
         if self.schedule:
-            self.schedule.sync(self.sources, self.settings.sources)
+            self.schedule.set_sources(self.sources)
         return True
 
     def _due_sources(self) -> list[Source]:
@@ -392,7 +393,7 @@ class Daemon:
 
     def _seconds_until_next(self, next_flush: float) -> float:
         now = self.clock()
-        upcoming = [self.schedule.next_due(now)] if self.schedule else \
+        upcoming = [self.schedule.next_due()] if self.schedule else \
             [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
         if self.jobs:
             upcoming.append(self.jobs.next_due())
@@ -433,7 +434,7 @@ class Daemon:
                 outcome.source = source  # as params.py has it, not the address it was polled at
                 self._absorb(outcome, summary)
                 if self.schedule and not self.options.dry_run:
-                    self.schedule.done(source, self._state(source), self.clock())
+                    self.schedule.done(source)
             if not self.stop.is_set():
                 submit_more()
         for future in pending:  # stopping: abandon what has not finished

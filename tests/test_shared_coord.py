@@ -46,7 +46,7 @@ def test_a_polled_source_is_due_again_after_its_interval_with_its_state(pg_url, 
     a, b, _ = coords
     a.sync_sources(sources(1))
     [claimed] = a.claim_sources(5, lease=30)
-    assert a.finish_sources([(claimed.name, {"etag": '"v1"', "failures": 0}, 0.5)]) == 1
+    assert a.finish_sources([(claimed.name, {"etag": '"v1"', "failures": 0}, 0.5, 0.0)]) == 1
     stored = row(pg_url, "s0")
     assert stored["lease_owner"] is None and stored["state"] == {"etag": '"v1"', "failures": 0}
     assert b.claim_sources(5, lease=30) == []
@@ -64,7 +64,7 @@ def test_a_dead_daemons_sources_are_taken_over_when_the_lease_ends(pg_url, coord
     taken = alive.claim_sources(3, lease=30)
     assert {c.name for c in taken} == {"s0", "s1", "s2"}
     # The dead daemon's late write-back (a machine that only froze) must not undo the take-over.
-    assert dead.finish_sources([("s0", {"etag": "stale"}, 60.0)]) == 0
+    assert dead.finish_sources([("s0", {"etag": "stale"}, 60.0, 0.0)]) == 0
     assert row(pg_url, "s0")["lease_owner"] == "daemon1"
 
 
@@ -80,7 +80,7 @@ def test_params_upsert_keeps_state_drops_it_on_a_new_url_and_disables_removed_so
     a, _, _ = coords
     a.sync_sources(sources(3))
     claimed = a.claim_sources(3, lease=30)
-    a.finish_sources([(c.name, {"etag": c.name}, 600.0) for c in claimed])
+    a.finish_sources([(c.name, {"etag": c.name}, 600.0, 0.0) for c in claimed])
     a.sync_sources([("s0", "http://127.0.0.1:9/0.xml", 30.0, True),    # a shorter interval
                     ("s1", "http://127.0.0.1:9/moved.xml", 60.0, True)])  # a new address; s2 removed
     assert row(pg_url, "s0")["state"] == {"etag": "s0"}
@@ -121,3 +121,13 @@ def test_a_renewed_lease_keeps_a_long_poll_from_the_others(coords):
     assert other.claim_sources(2, lease=30) == []
     time.sleep(0.3)
     assert len(other.claim_sources(2, lease=30)) == 2
+
+
+def test_a_retry_after_hold_travels_with_the_source(coords):
+    a, b, _ = coords
+    a.sync_sources(sources(1))
+    [claimed] = a.claim_sources(1, lease=30)
+    assert claimed.hold_left == 0.0
+    a.finish_sources([(claimed.name, {}, 60.0, 30.0)])  # the server said Retry-After: 30
+    taken = b.claim_source("s0", lease=30)  # an operator's `poll` on another machine
+    assert taken is not None and 28 < taken.hold_left <= 30
