@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 from db.coord import Coordinator, PerThread
+from db.coord_jobs import JobTables
 from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkState, Mark, backoff
 from linkgen.politeness import HostHeldError, HostPacer, host_key
 
@@ -40,14 +41,15 @@ class SharedLinkFile:
         self.claim = settings.concurrency
         self.coord = Coordinator(settings.db_url)
         self.coord.create_schema()
+        self.tables = JobTables(self.coord)
         self._out: dict[int, str] = {}  # claimed by this daemon, not marked yet
         self._extended = time.monotonic()
-        self._count = self.coord.link_count(job)
+        self._count = self.tables.link_count(job)
         self._counts: tuple[float, Counter] = (0.0, Counter())
 
     def close(self) -> None:
         try:
-            self.coord.release_links(self.job)  # claimed and not fetched: the others' at once
+            self.tables.release_links(self.job)  # claimed and not fetched: the others' at once
         except StorageError:
             pass  # the leases end by themselves
         self.coord.close()
@@ -61,7 +63,7 @@ class SharedLinkFile:
 
     def add(self, links: Iterable[Link]) -> list[Link]:
         batch = {link.url: link for link in links}
-        new = set(self.coord.add_links(self.job, [(k.url, k.depth, k.origin) for k in batch.values()]))
+        new = set(self.tables.add_links(self.job, [(k.url, k.depth, k.origin) for k in batch.values()]))
         self._count += len(new)
         return [link for url, link in batch.items() if url in new]
 
@@ -76,18 +78,18 @@ class SharedLinkFile:
         return added + len(self.add(batch))
 
     def index_of(self, url: str) -> int | None:
-        rows = self.coord.link_rows(self.job, urls=[url])
+        rows = self.tables.link_rows(self.job, urls=[url])
         return rows[0][0] if rows else None
 
     def find(self, urls: set[str]) -> dict[str, int]:
-        return {url: id_ for id_, url, _ in self.coord.link_rows(self.job, urls=sorted(urls))}
+        return {url: id_ for id_, url, _ in self.tables.link_rows(self.job, urls=sorted(urls))}
 
     def status(self, url: str) -> str:
-        rows = self.coord.link_rows(self.job, urls=[url])
+        rows = self.tables.link_rows(self.job, urls=[url])
         return rows[0][2] if rows else "pending"
 
     def status_at(self, index: int) -> str:
-        rows = self.coord.link_rows(self.job, ids=[index])
+        rows = self.tables.link_rows(self.job, ids=[index])
         return rows[0][2] if rows else "pending"
 
     # -- pass 2 -------------------------------------------------------------------------------
@@ -95,32 +97,32 @@ class SharedLinkFile:
         """Links this daemon claimed and has not marked yet, then new claims, a batch at a time as
         the caller pulls. hand_out=False: a look at some open links, nothing claimed."""
         if not hand_out:
-            yield from self.coord.open_links(self.job, 1_000)
+            yield from self.tables.open_links(self.job, 1_000)
             return
         if self._out:  # claimed in an earlier pass and not marked: still ours, unless a lease ended
-            mine = self.coord.extend_link_leases(list(self._out), self.lease)
+            mine = self.tables.extend_link_leases(list(self._out), self.lease)
             self._out = {i: u for i, u in self._out.items() if i in mine}
             self._extended = time.monotonic()
         yield from sorted(self._out.items())
         while True:
-            claimed = self.coord.claim_links(self.job, self.claim, self.lease, any_time=ignore_backoff)
+            claimed = self.tables.claim_links(self.job, self.claim, self.lease, any_time=ignore_backoff)
             if not claimed:
                 return
             self._out.update(claimed)
             yield from claimed
 
     def has_pending(self) -> bool:
-        return bool(self._out) or self.coord.links_claimable(self.job)
+        return bool(self._out) or self.tables.links_claimable(self.job)
 
     def next_retry(self) -> float | None:
-        seconds = self.coord.seconds_to_next_link(self.job)
+        seconds = self.tables.seconds_to_next_link(self.job)
         return None if seconds is None else self.clock() + seconds
 
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """As LinkFile.mark: done, gone, failed (retry or dead), refused (or dead), reopen."""
         marks = list(marks)
         ids = {m: (m.index if m.index is not None else self.index_of(m.url)) for m in marks}
-        attempts_now = self.coord.link_attempts([i for i in ids.values() if i is not None])
+        attempts_now = self.tables.link_attempts([i for i in ids.values() if i is not None])
         now = float(int(self.clock()))
         rows, out = [], []
         for m in marks:
@@ -139,21 +141,21 @@ class SharedLinkFile:
             rows.append((index, status, attempts, m.detail, wait))
             self._out.pop(index, None)
             out.append((m, LinkState(status, attempts, now)))
-        self.coord.mark_links(rows)
+        self.tables.mark_links(rows)
         _, counts = self._counts  # kept close between two reads (another daemon's marks show at the next)
         for _m, state in out:
             counts["pending"] -= 1
             counts[state.status] += 1
         if self._out and time.monotonic() - self._extended > self.lease / 3:
             # Claimed links waiting for their host's turn: still this daemon's.
-            self.coord.extend_link_leases(list(self._out), self.lease)
+            self.tables.extend_link_leases(list(self._out), self.lease)
             self._extended = time.monotonic()
         return out
 
     def counts(self) -> Counter:
         at, counts = self._counts
         if time.monotonic() - at > COUNTS_TTL:
-            counts = Counter({"pending": 0, **self.coord.link_counts(self.job)})
+            counts = Counter({"pending": 0, **self.tables.link_counts(self.job)})
             self._counts = (time.monotonic(), counts)
         return Counter(counts)
 
@@ -167,8 +169,8 @@ class SharedJobState(JobState):
         return SharedLinkFile(self.job.name, settings, clock)
 
     @property
-    def coord(self) -> Coordinator:
-        return self.links.coord
+    def coord(self) -> JobTables:
+        return self.links.tables
 
     def pass1_due(self, now: float) -> bool:
         """Due by the group's last pass 1 (or a harvest half done here), and this daemon's turn: the
@@ -215,12 +217,14 @@ class SharedHostPacer(HostPacer):
     def __init__(self, db_url: str, *, stop: threading.Event | None = None):
         super().__init__(stop=stop)
         self.coords = PerThread(db_url)
-        self._coord = self.coords.get
         self._refreshed = float("-inf")
         self._refresh_lock = threading.Lock()
 
     def close(self) -> None:
         self.coords.close()
+
+    def _coord(self) -> JobTables:
+        return JobTables(self.coords.get())
 
     def _refresh(self) -> None:
         """The group's holds into this daemon's (at most HOLD_REFRESH old)."""

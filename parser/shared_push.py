@@ -15,11 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from db.coord import PerThread
+from db.coord_push import PushTables
 
 from .errors import FetchError, ParseError, StorageError
 from .inbox import Inbox
 from .listener import Reply
 from .websub import VERIFY_WAIT, Subscription, WebSub
+
+
+def _tables(coords: PerThread) -> PushTables:
+    return PushTables(coords.get())
 
 
 class SharedInbox(Inbox):
@@ -31,7 +36,7 @@ class SharedInbox(Inbox):
     def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
         if delivery is None:
             return super().accept(source, delivery, records)
-        coord = self.coords.get()
+        coord = _tables(self.coords)
         if not coord.take_delivery(source, delivery):
             return False  # another daemon (or this one) took it: a replay
         try:
@@ -41,7 +46,7 @@ class SharedInbox(Inbox):
             raise
 
     def seen(self, source: str, delivery: str) -> bool:
-        return super().seen(source, delivery) or self.coords.get().delivery_seen(source, delivery)
+        return super().seen(source, delivery) or _tables(self.coords).delivery_seen(source, delivery)
 
     def close(self) -> None:
         self.coords.close()
@@ -51,8 +56,8 @@ class SharedWebSub(WebSub):
     def __init__(self, sources: list, *, db_url: str, **kwargs):
         super().__init__(sources, **kwargs)
         self.coords = PerThread(db_url)
-        coord = self.coords.get()
-        coord.create_schema()
+        self.coords.get().create_schema()
+        coord = _tables(self.coords)
         for sub in self.subscriptions.values():
             if not sub.source.push.secret():  # a secret of our own making: the group's, the first one's
                 sub.secret = coord.websub_secret(sub.source.name, sub.secret.decode("ascii")).encode("ascii")
@@ -64,7 +69,7 @@ class SharedWebSub(WebSub):
     def _subscribe(self, sub: Subscription) -> None:
         name = sub.source.name
         try:
-            coord = self.coords.get()
+            coord = _tables(self.coords)
             if not coord.claim_websub(name, VERIFY_WAIT):
                 # Another daemon subscribed (or is subscribing): look again when the next turn is due.
                 hub, topic, due_in = coord.websub_row(name) or (None, None, VERIFY_WAIT)
@@ -83,7 +88,7 @@ class SharedWebSub(WebSub):
     def verify(self, sub: Subscription, query) -> Reply:
         if not sub.topic:  # requested by another daemon of the group
             try:
-                row = self.coords.get().websub_row(sub.source.name)
+                row = _tables(self.coords).websub_row(sub.source.name)
             except StorageError:
                 row = None
             if row is not None and row[1]:
@@ -92,7 +97,7 @@ class SharedWebSub(WebSub):
         reply = super().verify(sub, query)
         if reply.status == 200 and sub.state == "active":
             try:
-                self.coords.get().websub_verified(sub.source.name, sub.lease, sub.next_action - self.clock())
+                _tables(self.coords).websub_verified(sub.source.name, sub.lease, sub.next_action - self.clock())
             except StorageError:
                 pass  # another daemon may subscribe again at VERIFY_WAIT: a renewal, not a second one
         return reply

@@ -1,0 +1,54 @@
+"""The shared tables of pushed sources (SHARED = True): delivery ids taken (parser_deliveries) and one
+WebSub subscription per source (parser_websub). The daemon side is parser/shared_push.py."""
+from __future__ import annotations
+
+from db.coord import Coordinator
+
+
+class PushTables:
+    def __init__(self, coord: Coordinator):
+        self.coord = coord
+        self.execute = coord.execute
+        self.owner = coord.owner
+
+    # -- webhooks and WebSub ----------------------------------------------------------------------
+    def take_delivery(self, source: str, delivery: str) -> bool:
+        """True for a delivery id the group has not taken before (it is taken now); False: a replay."""
+        return bool(self.execute("INSERT INTO parser_deliveries (source, delivery) VALUES (%s, %s)"
+                                 " ON CONFLICT DO NOTHING RETURNING 1", (source, delivery)))
+
+    def forget_delivery(self, source: str, delivery: str) -> None:
+        """The delivery could not be kept after all (the disk refused): its sender's retry is no replay."""
+        self.execute("DELETE FROM parser_deliveries WHERE source = %s AND delivery = %s", (source, delivery))
+
+    def delivery_seen(self, source: str, delivery: str) -> bool:
+        return bool(self.execute("SELECT 1 FROM parser_deliveries WHERE source = %s AND delivery = %s",
+                                 (source, delivery)))
+
+    def websub_secret(self, source: str, proposed: str) -> str:
+        """The group's secret for a source's subscription: the first daemon's proposal wins."""
+        self.execute("INSERT INTO parser_websub (source, secret) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                     (source, proposed))
+        return self.execute("SELECT secret FROM parser_websub WHERE source = %s", (source,))[0][0]
+
+    def claim_websub(self, source: str, hold: float) -> bool:
+        """This daemon's turn to (re)subscribe: due, and nobody else's turn for `hold` seconds."""
+        return bool(self.execute("""
+            UPDATE parser_websub SET owner = %(me)s, next_at = now() + make_interval(secs => %(hold)s)
+            WHERE source = %(source)s AND next_at <= now() RETURNING 1""",
+            {"me": self.owner, "hold": float(hold), "source": source}))
+
+    def websub_requested(self, source: str, hub: str, topic: str) -> None:
+        self.execute("UPDATE parser_websub SET hub = %s, topic = %s WHERE source = %s", (hub, topic, source))
+
+    def websub_verified(self, source: str, lease: float, renew_in: float) -> None:
+        self.execute("""
+            UPDATE parser_websub SET expires_at = now() + make_interval(secs => %s),
+                next_at = now() + make_interval(secs => %s) WHERE source = %s""",
+            (float(lease), float(renew_in), source))
+
+    def websub_row(self, source: str) -> tuple[str | None, str | None, float] | None:
+        """(hub, topic, seconds until the next (re)subscription is due) of a source's subscription."""
+        rows = self.execute("SELECT hub, topic, EXTRACT(EPOCH FROM next_at - now()) FROM parser_websub"
+                            " WHERE source = %s", (source,))
+        return (rows[0][0], rows[0][1], float(rows[0][2])) if rows else None
