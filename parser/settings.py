@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import __version__
 from .errors import SettingsError
 from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
@@ -108,7 +109,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP": "hashfile",
     "CONCURRENCY": 32,
     "PER_HOST": 2,
-    "USER_AGENT": "parser-daemon/0.1 (+feeds and pages into SQL)",
+    "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
     "TIMEOUT": 20,
     "DEADLINE": 60,
     "MAX_BYTES": 10 * MiB,
