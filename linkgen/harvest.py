@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 from parser.errors import FetchError, ParseError
 from parser.extract import page_links, parse_html
 from parser.fetch import Fetcher
-from parser.job_settings import HarvestSpec
 from parser.urls import canonical_url
 
 from .frontier import HostFrontier
 from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines
 from .politeness import HostHeldError, HostPacer, Robots, polite_get
+from .spec import HarvestSpec
 
 # Links to these are files, not pages: never worth expanding (Scrapy's LinkExtractor skips the same).
 _NOT_PAGES = re.compile(
