@@ -24,6 +24,7 @@ from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
 from .logs import LOG_FORMATS
 from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
+from .protocols import pushed
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
 from .source_options import (
@@ -330,8 +331,7 @@ def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: l
     except ValueError:
         problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
         return None
-    pushed = any(s.protocol in ("webhook", "websub") for s in sources)
-    if pushed and listen[1] != 0 and listen[1] == webhook_listen[1]:
+    if pushed(sources) and listen[1] != 0 and listen[1] == webhook_listen[1]:
         problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
     return listen
 
