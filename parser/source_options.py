@@ -17,7 +17,7 @@ from typing import Any
 from typing import Protocol as Interface
 from urllib.parse import quote, urlsplit
 
-from .protocols import KEY_PROTOCOLS, PROTOCOLS, Protocol
+from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 from .ratelimit import Rate, parse_rate
 from .record import RECORD_FIELDS
 
@@ -77,7 +77,7 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
 
     `listen` is WEBHOOK_LISTEN ("host:port"): a webhook source's url defaults to its address there.
     """
-    name_given = item.get("protocol", "feed")
+    name_given = item.get("protocol", DEFAULT)
     if not isinstance(name_given, str) or name_given not in PROTOCOLS:
         problems.add(where, f"protocol must be one of {', '.join(map(repr, PROTOCOLS))}, got {name_given!r}")
         return {}
@@ -118,7 +118,7 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
 def default_interval(item: Mapping[str, Any], poll_interval: float) -> float:
     """The protocol's own interval (a websub source is polled rarely: the hub pushes, the poll is the
     fallback), else POLL_INTERVAL."""
-    protocol = PROTOCOLS.get(str(item.get("protocol", "feed")))
+    protocol = PROTOCOLS.get(str(item.get("protocol", DEFAULT)))
     interval = protocol.interval if protocol is not None else None
     return poll_interval if interval is None else interval
 
