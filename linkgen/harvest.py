@@ -24,15 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from parser.durable import AppendFile
 from parser.errors import FetchError, ParseError
 from parser.extract import page_links, parse_html
 from parser.fetch import Fetcher
-from parser.job_settings import HarvestSpec
 from parser.urls import canonical_url
 
 from .frontier import HostFrontier
 from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines
 from .politeness import HostHeldError, HostPacer, Robots, polite_get
+from .spec import HarvestSpec
 
 # Links to these are files, not pages: never worth expanding (Scrapy's LinkExtractor skips the same).
 _NOT_PAGES = re.compile(
@@ -129,7 +130,7 @@ class Harvest:
         # in flight, in queue order (which is level order), and how many pages of each level are open.
         self._frontier = HostFrontier(_never_held)
         self._open: Counter = Counter()                # depth -> pages queued and not done
-        self._fd: int | None = None
+        self._file: AppendFile | None = None
         if not read_only:
             self._load()
 
@@ -153,7 +154,7 @@ class Harvest:
             if url not in self.done:
                 self._queue(url, depth)
         if self.active:
-            self._fd = open_append(self.path, "")
+            self._file = open_append(self.path, "")
 
     def _queue(self, url: str, depth: int) -> None:
         self._frontier.append(url)
@@ -187,9 +188,9 @@ class Harvest:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = open_append(self.path, "")
+        if self._file is not None:
+            self._file.close()
+        self._file = open_append(self.path, "")
 
     def _level(self) -> int | None:
         """The shallowest level with a page not done (levels are few: a min over them is cheap)."""
@@ -284,12 +285,12 @@ class Harvest:
 
     def _append(self, text: str) -> None:
         if not self.read_only:
-            append_lines(self._fd, text)
+            append_lines(self._file, text)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _never_held(_host: str) -> float:

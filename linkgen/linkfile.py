@@ -8,11 +8,12 @@ Two append-only text files in the job's folder under STAGING_DIR:
   after a backoff), refused (429/503 with Retry-After: asked again as soon as the host's hold ends,
   which the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
   (pending again). Lines without the line number (written by earlier versions) are matched by URL.
-A link with no status line is pending. Appends are whole lines followed by fsync; a line torn by
-a crash is cut at start. A status is written only after the record it covers is staged, so a
-kill loses at most the status of records staged a moment before; the job runner recovers those
-from the staging CSV (see parser/jobs.py). A read-only LinkFile (for --dry-run) reads both files
-as they are and keeps every change in memory.
+A link with no status line is pending. Appends are whole lines followed by fsync, and one that fails
+half-way (a full disk) is taken back (parser/durable.py); a line torn by a crash is cut at start. A
+status is written only after the record it covers is staged, so a kill loses at most the status of
+records staged a moment before; the job runner recovers those from the staging CSV (see
+parser/jobs.py). A read-only LinkFile (for --dry-run) reads both files as they are and keeps every
+change in memory.
 
 Memory and time are O(1) per link, so a template of ten million links fits in a few tens of MiB:
 links.txt is read as a stream and never held; each link costs two bytes in memory (its status and
@@ -25,8 +26,6 @@ template lines alongside the template, in the order both have.
 from __future__ import annotations
 
 import heapq
-import logging
-import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -34,9 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from parser.errors import StorageError
-
-log = logging.getLogger("parser")
+from parser import durable
+from parser.durable import AppendFile
 
 MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer
@@ -100,17 +98,18 @@ class LinkFile:
         self._out: dict[int, str] = {}           # handed to pass 2 by pending() and not marked yet
         self._cursor = (0, None)                 # (line, byte offset or None) where untried links may start
         self._index: dict[str, int] | None = None  # URL -> line, built on first need
-        self._links_fd = self._status_fd = None
+        self._links: AppendFile | None = None
+        self._statuses: AppendFile | None = None
         if not read_only:
             folder.mkdir(parents=True, exist_ok=True)
         self._load()
         if read_only:
             return
-        self._links_fd = open_append(self.links_path, f"# job {job}: object links found by pass 1, one a line: "
-                                                       "URL, depth (link hops from the root), found on\n")
-        self._disk_end = os.fstat(self._links_fd).st_size  # the header, when the file is new
-        self._status_fd = open_append(self.status_path, f"# job {job}: what pass 2 did with each link; the "
-                                                         "last line for a link wins\n")
+        self._links = open_append(self.links_path, f"# job {job}: object links found by pass 1, one a line: "
+                                                    "URL, depth (link hops from the root), found on\n")
+        self._disk_end = self._links.size()  # the header, when the file is new
+        self._statuses = open_append(self.status_path, f"# job {job}: what pass 2 did with each link; the "
+                                                        "last line for a link wins\n")
 
     # -- loading: one pass over each file ---------------------------------------------------------
     def _load(self) -> None:
@@ -168,13 +167,9 @@ class LinkFile:
             self._again.pop(index, None)
 
     def close(self) -> None:
-        for fd in (self._links_fd, self._status_fd):
-            if fd is None:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for file in (self._links, self._statuses):
+            if file is not None:
+                file.close()
 
     # -- reading links.txt as a stream --------------------------------------------------------------
     def _stream(self, index: int, offset: int | None) -> Iterator[tuple[int, str]]:
@@ -307,7 +302,7 @@ class LinkFile:
         else:
             text = "".join(f"{link.url}\t{'-' if link.depth is None else link.depth}\t{_one_line(link.origin) or '-'}\n"
                            for link in new)
-            append_lines(self._links_fd, text)
+            append_lines(self._links, text)
             self._disk_end += len(text.encode("utf-8"))
             self._on_disk += len(new)
         self._count += len(new)
@@ -388,7 +383,7 @@ class LinkFile:
             self._out.pop(index, None)
             out.append((m, LinkState(status, attempts, float(int(now)))))
         if lines and not self.read_only:
-            append_lines(self._status_fd, "".join(lines))
+            append_lines(self._statuses, "".join(lines))
         return out
 
     def counts(self) -> Counter:
@@ -399,30 +394,9 @@ class LinkFile:
 def whole_lines_end(path: Path, *, repair: bool = True) -> int:
     """The size of the file's whole lines; a torn last line (a crash mid-append) is cut off the file
     too, unless repair is False. Reads only the file's tail."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return 0
-    if size == 0:
-        return 0
-    with open(path, "rb") as f:
-        end = size
-        while end > 0:
-            start = max(0, end - 65536)
-            f.seek(start)
-            block = f.read(end - start)
-            newline = block.rfind(b"\n")
-            if newline >= 0:
-                end = start + newline + 1
-                break
-            end = start
-    if end != size and repair:
-        with open(path, "r+b") as f:
-            f.truncate(end)
-            f.flush()
-            os.fsync(f.fileno())
-        log.warning("repaired %s: dropped a torn last line (%d bytes)", path, size - end)
-    return end
+    if repair:
+        durable.repair_tail(path, durable.whole_lines, what="line", shown=f"{path.parent.name}/{path.name}")
+    return durable.whole_length_of(path, durable.whole_lines)
 
 
 def count_lines(path: Path, end: int) -> int:
@@ -465,22 +439,15 @@ def read_lines(path: Path, *, repair: bool = True) -> list[str]:
     return list(iter_lines(path, whole_lines_end(path, repair=repair)))
 
 
-def open_append(path: Path, header: str) -> int:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    if os.fstat(fd).st_size == 0:
-        append_lines(fd, header)
-    return fd
+def open_append(path: Path, header: str) -> AppendFile:
+    """A link file (or harvest.log) open for appending; `header` is written when the file is new."""
+    return AppendFile(path, header=header.encode("utf-8"))
 
 
-def append_lines(fd: int, text: str) -> None:
-    """Write whole lines then fsync; a disk that fills up is the daemon's StorageError (critical)."""
-    view = memoryview(text.encode("utf-8"))
-    try:
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot append to a link file: {exc.strerror or exc}") from None
+def append_lines(file: AppendFile, text: str) -> None:
+    """Write whole lines then fsync; a write that fails half-way is taken back, and the full disk is
+    the daemon's StorageError (critical)."""
+    file.append(text.encode("utf-8"))
 
 
 def _url(raw: bytes | str) -> str:

@@ -8,12 +8,13 @@ waits for the answer, prints it, and removes the reply.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+
+from .jsonfile import read_object, write_whole
 
 VERBS = ("reset", "poll")
 REPLY_WAIT = 10.0          # seconds a command waits for the daemon's answer
@@ -51,12 +52,6 @@ def daemon_pid(staging_dir: Path) -> int | None:
     return pid
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")  # not *.json: never taken half-written
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # -- the daemon's side ---------------------------------------------------------------------------
 class ControlBox:
     def __init__(self, staging_dir: Path):
@@ -78,13 +73,10 @@ class ControlBox:
             if not path.name.endswith(".request.json"):
                 continue
             rid = path.name[: -len(".request.json")]
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                data = None
+            data = read_object(path)
             if not _remove(path):
                 continue  # its command gave up and took it back
-            if not isinstance(data, dict) or data.get("verb") not in VERBS or not isinstance(data.get("source"), str):
+            if data is None or data.get("verb") not in VERBS or not isinstance(data.get("source"), str):
                 self.answer(Request(rid, "?", "?"), ok=False, code=2, done=True,
                             message=f"not a request this daemon understands ({', '.join(VERBS)} SOURCE)")
                 continue
@@ -93,7 +85,7 @@ class ControlBox:
 
     def answer(self, request: Request, *, ok: bool, done: bool, message: str, code: int | None = None) -> None:
         code = (0 if ok else 1) if code is None else code
-        _write_json(self.folder / f"{request.id}.reply.json",
+        write_whole(self.folder / f"{request.id}.reply.json",
                     {"id": request.id, "ok": ok, "code": code, "done": done, "message": message})
 
 
@@ -111,11 +103,11 @@ def send(staging_dir: Path, verb: str, source: str, out: TextIO, err: TextIO, *,
     folder.mkdir(parents=True, exist_ok=True)
     rid = f"{time.time_ns()}-{os.getpid()}"
     request, reply_path = folder / f"{rid}.request.json", folder / f"{rid}.reply.json"
-    _write_json(request, {"verb": verb, "source": source})
+    write_whole(request, {"verb": verb, "source": source})
     deadline = time.monotonic() + wait
     reply = None
     while time.monotonic() < deadline:
-        reply = _read_reply(reply_path) or reply
+        reply = read_object(reply_path) or reply
         if reply is not None and reply.get("done"):
             break
         time.sleep(0.05)
@@ -134,14 +126,6 @@ def send(staging_dir: Path, verb: str, source: str, out: TextIO, err: TextIO, *,
     print(message if reply.get("ok") else f"error: {message}", file=stream)
     code = reply.get("code", 1)
     return code if isinstance(code, int) else 1
-
-
-def _read_reply(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _remove(path: Path) -> bool:

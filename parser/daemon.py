@@ -34,6 +34,7 @@ from .inbox import Inbox
 from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
 from .poll import Poller
+from .protocols import polled, protocol_of, pushed
 from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
@@ -113,8 +114,8 @@ class Daemon:
         self.jobs: JobRunner | None = None
         # Webhook sources are never polled: their records arrive at the listener (parser/webhook.py),
         # as do WebSub pushes; both reach the main thread through the inbox (parser/inbox.py).
-        self.listened = [s for s in self.sources if s.protocol in ("webhook", "websub")]
-        self.sources = [s for s in self.sources if s.protocol != "webhook"]
+        self.listened = pushed(self.sources)
+        self.sources = polled(self.sources)
         self.inbox: Inbox | None = None
         self.listener = None
         self.poller: Poller | None = None
@@ -306,8 +307,8 @@ class Daemon:
         source = next((s for s in self.settings.sources if s.name == name), None)
         if source is None:
             return f"no source named {name!r} in {self.settings.params_path}"
-        if source.protocol == "webhook":
-            return f"{name} is a webhook source: it is never polled, its records are delivered"
+        if not protocol_of(source).polled:
+            return f"{name} is a {source.protocol} source: it is never polled, its records are delivered"
         if not source.enabled:
             return f"{name} is disabled in {self.settings.params_path.name} (enabled=False)"
         return f"{name} is not polled by this daemon (it was started with --source or --job)"
@@ -351,10 +352,10 @@ class Daemon:
         restart = [name.upper() for name in RESTART_TO_APPLY if getattr(new, name) != getattr(old, name)]
         self.settings = replace(old, **{name: getattr(new, name) for name in RELOADABLE})
         before = {src.name: src for src in self.listened + self.sources}
-        listened = [src for src in sources if src.protocol in ("webhook", "websub")]
+        listened = pushed(sources)
         if listened != self.listened:
             restart.append("webhook and websub sources (the listener's)")
-        self.sources = [src for src in sources if src.protocol != "webhook"]
+        self.sources = polled(sources)
         if any(src.full_text for src in self.sources) and self.poller is not None and self.poller.full_text is None:
             restart.append("full_text")
         after = {src.name: src for src in listened + self.sources}

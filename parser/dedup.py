@@ -22,10 +22,11 @@ import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from pybloom_live import ScalableBloomFilter
 
+from . import durable
 from .errors import StorageError
 
 log = logging.getLogger("parser")
@@ -147,26 +148,23 @@ class HashFile:
         self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
         self.repaired = 0 if read_only else self._repair_torn_tail()
         self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # covered: bytes of the file in the filter
-        self.file = None if read_only else open(self.path, "ab")
+        # Not fsynced per append: the file may lag the staging CSV (see the ordering rule above).
+        self.file = None if read_only else durable.AppendFile(self.path, sync=False)
 
     # -- start-up -------------------------------------------------------------------------
     def _repair_torn_tail(self) -> int:
         """Cut a partial last line left by a crash mid-write; return the bytes dropped."""
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        torn = size % self.line_length
-        if torn == 0 and size:
-            with open(self.path, "rb") as f:
-                f.seek(size - 1)
-                if f.read(1) != b"\n":
-                    torn = self.line_length  # right length but no newline: not a whole line
-        if torn:
-            with open(self.path, "r+b") as f:
-                f.truncate(size - torn)
-            log.warning("repaired %s: dropped a torn last line (%d bytes)", self.path.name, torn)
-        return torn
+        return durable.repair_tail(self.path, self._whole_lines_length, what="line")
+
+    def _whole_lines_length(self, f: BinaryIO) -> int:
+        """Lines are fixed-width: whole ones end at a multiple of the width, on a newline."""
+        end = f.seek(0, os.SEEK_END)
+        end -= end % self.line_length
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                end -= self.line_length  # the right length but no newline: not a whole line
+        return end
 
     def _check_width(self) -> None:
         try:
@@ -219,12 +217,7 @@ class HashFile:
         if not data:
             return
         if self.file is not None:
-            try:
-                self.file.write(data)
-                self.file.flush()
-            except OSError as exc:  # disk full: take the partial line back, so the file stays whole
-                self._reopen_at(self.covered)
-                raise StorageError(f"cannot append to {self.path}: {exc.strerror or exc}") from None
+            self.file.append(data)  # disk full: the partial line is taken back and StorageError raised
         for d in digests:
             self.bloom.add(d)
         self.covered += len(data)
@@ -247,14 +240,6 @@ class HashFile:
         self.save()
         if self.file is not None:
             self.file.close()
-
-    def _reopen_at(self, size: int) -> None:
-        try:
-            self.file.close()  # its buffer holds the bytes that did not fit; closing tries them once more
-        except OSError:
-            pass
-        os.truncate(self.path, size)
-        self.file = open(self.path, "ab")
 
     def _found_in_file(self, digests: set[str]) -> set[str]:
         """Which of `digests` the file holds. Scanned from the end in line-aligned blocks, small first

@@ -1,8 +1,10 @@
 """Append-only files that survive a crash: one write and an fsync per append, a partial write taken
 back, and a torn tail (a kill -9 mid-write) cut at start, in one pass over the file.
 
-The staging CSV, the webhook inbox, deliveries.txt and quarantine.jsonl use it; each says what a
-whole record is (`whole_lines` for one record a line, or its own reader for CSV).
+The one helper for every append-only file: the staging CSV, the webhook inbox, deliveries.txt,
+quarantine.jsonl (`append`, a file opened per append), the link files, harvest.log and the hash file
+(`AppendFile`, held open by a writer that appends often). Each says what a whole record is
+(`whole_lines` for one record a line, or its own reader, as the staging CSV and the hash file do).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from .errors import StorageError
 
 log = logging.getLogger("parser")
 _TAIL_BLOCK = 64 * 1024
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
 
 
 def append(path: Path, data: bytes, *, header: bytes = b"", mode: int = 0o644) -> None:
@@ -23,29 +26,66 @@ def append(path: Path, data: bytes, *, header: bytes = b"", mode: int = 0o644) -
 
     On a failed write (disk full) the file is cut back to its size before, so it never holds half a
     record; raises StorageError saying why."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode)
+    fd = os.open(path, _APPEND, mode)
     try:
-        size = os.fstat(fd).st_size
-        if size == 0 and header:
+        if header and os.fstat(fd).st_size == 0:
             data = header + data
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                pass
-            raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
+        _append_whole(fd, path, data, sync=True)
     finally:
         os.close(fd)
 
 
-def repair_tail(path: Path, whole_length: Callable[[BinaryIO], int]) -> int:
+class AppendFile:
+    """An append-only file held open: each append is whole or not there at all, as with `append`.
+
+    `sync=False` leaves the fsync to the system, for a file allowed to lag another one that is synced
+    (the hash file lags the staging CSV: a hash lost to a power cut only lets a record be staged again,
+    and the database refuses the copy)."""
+
+    def __init__(self, path: Path, *, header: bytes = b"", mode: int = 0o644, sync: bool = True):
+        self.path = path
+        self.sync = sync
+        self._fd: int | None = os.open(path, _APPEND, mode)
+        if header and self.size() == 0:
+            self.append(header)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def append(self, data: bytes) -> None:
+        """One write (then an fsync); a failed one is cut back and raises StorageError."""
+        _append_whole(self._fd, self.path, data, sync=self.sync)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+
+def _append_whole(fd: int, path: Path, data: bytes, *, sync: bool) -> None:
+    size = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, size)  # the part that fit is no record: take it back
+        except OSError:
+            pass
+        raise StorageError(f"cannot append to {path}: {exc.strerror or exc}") from None
+
+
+def repair_tail(path: Path, whole_length: Callable[[BinaryIO], int], *, what: str = "record",
+                shown: str | None = None) -> int:
     """Cut `path` after its last whole record, as `whole_length(file)` measures it; return the bytes
-    dropped (0 when the file is whole or absent). A repair is logged as a warning."""
+    dropped (0 when the file is whole or absent). A repair is logged as a warning naming the file
+    (`shown`, else its name) and `what` was torn ("record", "line")."""
     try:
         f = open(path, "r+b")
     except FileNotFoundError:
@@ -59,8 +99,17 @@ def repair_tail(path: Path, whole_length: Callable[[BinaryIO], int]) -> int:
         f.flush()
         os.fsync(f.fileno())
     dropped = size - good
-    log.warning("repaired %s: dropped a torn last record (%d bytes)", path.name, dropped)
+    log.warning("repaired %s: dropped a torn last %s (%d bytes)", shown or path.name, what, dropped)
     return dropped
+
+
+def whole_length_of(path: Path, whole_length: Callable[[BinaryIO], int]) -> int:
+    """The bytes of `path` that hold whole records, without changing it (0 when absent)."""
+    try:
+        with open(path, "rb") as f:
+            return whole_length(f)
+    except FileNotFoundError:
+        return 0
 
 
 def whole_lines(f: BinaryIO) -> int:

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from linkgen.spec import HarvestSpec
 from linkgen.templates import NumberRange, Values, count_links, expand, parse_values, placeholders
 
 from .extract import compile_selector
@@ -28,16 +29,6 @@ _DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
 
 JOB_DEFAULTS = {"enabled": True, "interval": 86400, "delay": 0, "unique_fields": ["url"]}
 HARVEST_DEFAULTS = {"depth": 3, "follow": "", "max_pages": 1000}
-
-
-@dataclass(frozen=True)
-class HarvestSpec:
-    root: str
-    objects: str                      # regex: links that are objects (leaves, collected)
-    depth: int = 3                    # link hops from the root (root = 0)
-    follow: str = ""                  # regex: pages to expand; '' expands every page in the domains
-    allowed_domains: tuple[str, ...] = ()
-    max_pages: int = 1000
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 JSON API's pages, fill in full text. Returns the first answer and the records; writes nothing.
 
 The daemon calls Poller.poll for every polled protocol; which requests a protocol needs is decided
-here and in its adapter, never downstream.
+here, by its row in parser/protocols.py, and in its adapter, never downstream.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .discover import feed_links, looks_like_html
 from .errors import FetchError, ParseError
 from .fetch import Fetcher, FetchResult
 from .fulltext import FullText
+from .protocols import protocol_of
 from .ratelimit import RateLimits
 from .urls import redact_url
 
@@ -34,7 +35,7 @@ class Poller:
     def poll(self, source: Any, *, etag: str | None, last_modified: str | None,
              fetched: str) -> tuple[FetchResult, Parsed | None]:
         """(first answer, records or None when it was a 304). Raises FetchError / ParseError."""
-        if getattr(source, "protocol", "feed") == "json_api":
+        if protocol_of(source).json_pages:
             result, parsed = self._json_api(source, etag, last_modified, fetched)
         else:
             self._wait_for_rate(source, first=True)
@@ -57,7 +58,7 @@ class Poller:
             return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched,
                                       limit=source.max_items)
         except ParseError as exc:
-            if getattr(source, "protocol", "feed") != "feed" or not looks_like_html(result.body, result.headers):
+            if not protocol_of(source).discovers_feed or not looks_like_html(result.body, result.headers):
                 raise
             links = feed_links(result.body, result.url)
             if not links:

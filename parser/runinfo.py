@@ -7,10 +7,10 @@ read the file; it is replaced atomically, so they never see half of it.
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .jsonfile import read_object, write_whole
 
 FLUSHES_KEPT = 200
 COUNTERS = ("polls", "errors", "new", "duplicates", "not_modified", "fetch_bytes", "flushes",
@@ -50,18 +50,12 @@ class RunInfo:
 
     def save(self, path: Path, now_iso: str) -> None:
         self.updated = now_iso
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_whole(path, asdict(self), indent=1)
 
 
 def load_run_info(path: Path) -> dict | None:
     """The last daemon.json as a dict; None when there is none (or it is damaged)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_object(path)
 
 
 @dataclass(frozen=True)

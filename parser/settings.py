@@ -18,11 +18,13 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import __version__
 from .errors import SettingsError
 from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
 from .logs import LOG_FORMATS
 from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
+from .protocols import pushed
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
 from .source_options import (
@@ -110,7 +112,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP": "hashfile",
     "CONCURRENCY": 32,
     "PER_HOST": 2,
-    "USER_AGENT": "parser-daemon/0.1 (+feeds and pages into SQL)",
+    "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
     "TIMEOUT": 20,
     "DEADLINE": 60,
     "MAX_BYTES": 10 * MiB,
@@ -354,8 +356,7 @@ def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: l
     except ValueError:
         problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
         return None
-    pushed = any(s.protocol in ("webhook", "websub") for s in sources)
-    if pushed and listen[1] != 0 and listen[1] == webhook_listen[1]:
+    if pushed(sources) and listen[1] != 0 and listen[1] == webhook_listen[1]:
         problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
     return listen
 

@@ -1,5 +1,6 @@
 """The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text): their
-checks and the frozen values the adapters read.
+checks and the frozen values the adapters read. Which protocol takes which key, and how each one
+differs, is the table in parser/protocols.py.
 
 Called by settings._check_sources for each source, so every message names the source and the
 key. Secrets never come from params.py: a key only names the environment variable that holds one
@@ -12,45 +13,26 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol as Interface
 from urllib.parse import quote, urlsplit
 
+from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 from .ratelimit import Rate, parse_rate
 from .record import RECORD_FIELDS
 
-PROTOCOLS = ("feed", "json_api", "webhook", "websub")
-# Which protocols take which key; "any polled" ones are listed under each polled protocol.
-_POLLED = ("feed", "json_api", "websub")
-KEY_PROTOCOLS: dict[str, tuple[str, ...]] = {
-    "protocol": PROTOCOLS,
-    "items": ("json_api", "webhook"),
-    "map": ("json_api", "webhook"),
-    "query_params": ("json_api",),
-    "header_params": ("json_api",),
-    "auth": _POLLED,
-    "next": ("json_api",),
-    "page_param": ("json_api",),
-    "max_pages": ("json_api",),
-    "path": ("webhook", "websub"),
-    "secret_env": ("webhook", "websub"),
-    "delivery_header": ("webhook",),
-    "hub": ("websub",),
-    "rate": _POLLED,
-    "full_text": ("feed", "json_api", "websub"),
-}
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
 MAPPABLE = tuple(f for f in RECORD_FIELDS if f not in ("source", "fetched"))
 AUTH_TYPES = ("bearer", "api_key")
 DEFAULT_DELIVERY_HEADER = "X-Hub-Delivery"
 DEFAULT_MAX_PAGES = 10          # when `next` or `page_param` asks for pages
-WEBSUB_FALLBACK_INTERVAL = 6 * 3600.0  # pushes bring the news; the poll only catches what a hub missed
 # Names that say "this value is a secret": it must come from the environment, not params.py.
 _SECRET_NAME = re.compile(r"authorization|token|secret|passw|api[-_]?key|apikey|^key$|signature", re.IGNORECASE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@/%-]+$")
 
 
-class Problems(Protocol):
+class Problems(Interface):
     def add(self, where: str, what: str) -> None: ...
 
 
@@ -95,29 +77,30 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
 
     `listen` is WEBHOOK_LISTEN ("host:port"): a webhook source's url defaults to its address there.
     """
-    protocol = item.get("protocol", "feed")
-    if protocol not in PROTOCOLS:
-        problems.add(where, f"protocol must be one of {', '.join(map(repr, PROTOCOLS))}, got {protocol!r}")
+    name_given = item.get("protocol", DEFAULT)
+    if not isinstance(name_given, str) or name_given not in PROTOCOLS:
+        problems.add(where, f"protocol must be one of {', '.join(map(repr, PROTOCOLS))}, got {name_given!r}")
         return {}
+    protocol = PROTOCOLS[name_given]
     for key in item:
         allowed = KEY_PROTOCOLS.get(key)
-        if allowed is not None and protocol not in allowed:
-            problems.add(where, f"{key!r} is a key of protocol {' / '.join(allowed)}, not {protocol!r}"
+        if allowed is not None and protocol.name not in allowed:
+            problems.add(where, f"{key!r} is a key of protocol {' / '.join(allowed)}, not {protocol.name!r}"
                          + (" (set protocol)" if "protocol" not in item else ""))
     for literal, env_key in (("token", "auth's token_env"), ("secret", "secret_env"), ("password", "token_env")):
         if literal in item:
             problems.add(where, f"{literal!r}: a literal secret does not belong in params.py; put it in an "
                          f"environment variable and name that variable with {env_key}")
     _refuse_literal_secrets(item.get("headers"), where, "headers", problems)
-    out: dict[str, Any] = {"protocol": protocol}
+    out: dict[str, Any] = {"protocol": protocol.name}
 
-    if protocol in ("json_api", "webhook"):
+    if protocol.body == "json":
         out["api"] = _json_api(item, where, protocol, problems)
     if "auth" in item:
         out["auth"] = _auth(item["auth"], where, problems)
-    if protocol in ("webhook", "websub"):
+    if protocol.pushed:
         out["push"] = _push(item, where, name, protocol, problems)
-        if protocol == "webhook" and "url" not in item:
+        if not protocol.polled and "url" not in item:  # its address is the listener's
             out["url"] = f"http://{listen}{out['push'].path}" if out["push"] else f"http://{listen}/"
     if "rate" in item:
         try:
@@ -133,8 +116,11 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
 
 
 def default_interval(item: Mapping[str, Any], poll_interval: float) -> float:
-    """A websub source is polled rarely: the hub pushes, the poll is the fallback."""
-    return WEBSUB_FALLBACK_INTERVAL if item.get("protocol") == "websub" else poll_interval
+    """The protocol's own interval (a websub source is polled rarely: the hub pushes, the poll is the
+    fallback), else POLL_INTERVAL."""
+    protocol = PROTOCOLS.get(str(item.get("protocol", DEFAULT)))
+    interval = protocol.interval if protocol is not None else None
+    return poll_interval if interval is None else interval
 
 
 def check_rate_fits(rate: Rate | None, interval: float, where: str, problems: Problems) -> None:
@@ -144,7 +130,7 @@ def check_rate_fits(rate: Rate | None, interval: float, where: str, problems: Pr
                      f"(one request every {rate.seconds / rate.count:g} s)")
 
 
-def _json_api(item: Mapping[str, Any], where: str, protocol: str, problems: Problems) -> JsonApi | None:
+def _json_api(item: Mapping[str, Any], where: str, protocol: Protocol, problems: Problems) -> JsonApi | None:
     ok = True
 
     def path_of(key: str) -> str:
@@ -201,7 +187,7 @@ def _json_api(item: Mapping[str, Any], where: str, protocol: str, problems: Prob
     elif "max_pages" in item and not paged:
         problems.add(where, "max_pages needs next or page_param to say how to reach the next page")
         ok = False
-    if protocol == "webhook" and (paged or query or headers):
+    if not protocol.polled and (paged or query or headers):
         problems.add(where, "a webhook receives its records: next, page_param, query_params and header_params "
                      "do not apply")
         ok = False
@@ -248,16 +234,16 @@ def _auth(raw: Any, where: str, problems: Problems) -> Auth | None:
     return Auth(type=kind, token_env=env, header=header, param=param)
 
 
-def _push(item: Mapping[str, Any], where: str, name: str, protocol: str, problems: Problems) -> Push | None:
+def _push(item: Mapping[str, Any], where: str, name: str, protocol: Protocol, problems: Problems) -> Push | None:
     ok = True
-    default_path = f"/websub/{quote(name, safe='')}" if protocol == "websub" else None
+    default_path = protocol.default_path.format(name=quote(name, safe="")) if protocol.default_path else None
     path = item.get("path", default_path)
     if not isinstance(path, str) or not path.startswith("/") or not _PATH_SEGMENT.match(path) or "?" in path:
         problems.add(where, f"path must be a URL path like '/hooks/{name}', got {path!r}"
                      if path is not None else "path is required: the URL path the listener takes deliveries at")
         ok = False
     secret_env = item.get("secret_env", "")
-    if protocol == "webhook" and "secret_env" not in item:
+    if protocol.needs_secret and "secret_env" not in item:
         problems.add(where, "secret_env is required: the environment variable holding the HMAC secret that "
                      "signs deliveries (X-Hub-Signature-256)")
         ok = False

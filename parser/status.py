@@ -16,6 +16,7 @@ from linkgen.linkfile import LinkFile
 
 from .control import daemon_pid
 from .job_state import job_folder
+from .protocols import PROTOCOLS, protocol_of
 from .runinfo import daemon_status_path, load_run_info
 from .settings import Settings, Source
 from .staging import count_rows
@@ -25,7 +26,7 @@ from .urls import redact_url
 LINK_STATUSES = ("pending", "done", "retry", "refused", "gone", "dead")
 # Worst first: the order of the table, and of the states a source can be in.
 RANK = {"dead": 0, "gone": 0, "held": 1, "failing": 2, "never polled": 3, "304": 4, "ok": 5, "disabled": 6}
-PROTOCOL_SHORT = {"feed": "feed", "json_api": "json", "webhook": "hook", "websub": "websub"}
+PROTOCOL_SHORT = {p.name: p.short for p in PROTOCOLS.values()}
 
 
 class RowCounter:
@@ -104,7 +105,7 @@ def _source_view(source: Source, state: SourceState | None, settings: Settings, 
         state = SourceState(url=source.url)  # the daemon drops a state whose address changed, too
     kind, label = _state_of(source, state, settings, now)
     next_poll = None  # a webhook is never polled; a disabled source is not now
-    if source.protocol != "webhook" and kind != "disabled":
+    if protocol_of(source).polled and kind != "disabled":
         next_poll = iso(max(state.next_due, state.not_before, 0.0)) if state.last_poll else None
     since = datetime.fromtimestamp(now - 24 * 3600, UTC).strftime("%Y-%m-%dT%H")
     return {
@@ -141,7 +142,7 @@ def _state_of(source: Source, state: SourceState, settings: Settings, now: float
     if state.failures:
         return "failing", f"failing {state.failures}"
     if state.last_poll is None:
-        return "never polled", "push" if source.protocol == "webhook" else "not polled yet"
+        return "never polled", "not polled yet" if protocol_of(source).polled else "push"
     if state.last_status == 304:
         return "304", "ok, 304"
     return "ok", "ok"

@@ -164,6 +164,30 @@ def open_status_page(settings: Settings, health: Callable[[], Health]) -> Status
 
 
 # -- /metrics --------------------------------------------------------------------------------------
+# The counters /metrics shows: (metric, whose totals: the daemon's or each source's, key there, help text).
+COUNTERS = (
+    ("parser_polls", "daemon", "polls", "Source polls since the daemon started"),
+    ("parser_poll_errors", "daemon", "errors", "Polls that failed since the daemon started"),
+    ("parser_not_modified", "daemon", "not_modified", "Polls answered 304 Not Modified"),
+    ("parser_new_entries", "daemon", "new", "New records staged from polls"),
+    ("parser_duplicates", "daemon", "duplicates", "Records dropped as already seen"),
+    ("parser_fetch_bytes", "daemon", "fetch_bytes", "Bytes of the answers to polls (after decompression)"),
+    ("parser_flushes", "daemon", "flushes", "Flushes of the staging CSVs into the database"),
+    ("parser_flush_failures", "daemon", "flush_failures", "Flushes that failed (the rows stay staged)"),
+    ("parser_flush_duration_seconds", "daemon", "flush_seconds", "Time spent flushing"),
+    ("parser_rows_written", "daemon", "rows_written", "Rows written into the items table by flushes"),
+    ("parser_source_polls", "source", "polls", "Polls of a source (kept across restarts in state.json)"),
+    ("parser_source_errors", "source", "errors", "Failed polls of a source"),
+    ("parser_source_new_entries", "source", "new", "New records staged from a source"),
+    ("parser_source_duplicates", "source", "duplicates", "Records of a source dropped as already seen"),
+    ("parser_source_fetch_bytes", "source", "bytes", "Bytes fetched from a source"),
+)
+
+
+def _counters(whose: str) -> list[tuple[str, str, str]]:
+    return [(name, key, doc) for name, owner, key, doc in COUNTERS if owner == whose]
+
+
 class _ViewCollector:
     """prometheus_client asks collect() for metric families; we build them from one status view."""
 
@@ -173,18 +197,7 @@ class _ViewCollector:
     def collect(self) -> Iterable:
         v = self.view
         totals = v["totals"]
-        for name, key, doc in (
-            ("parser_polls", "polls", "Source polls since the daemon started"),
-            ("parser_poll_errors", "errors", "Polls that failed since the daemon started"),
-            ("parser_not_modified", "not_modified", "Polls answered 304 Not Modified"),
-            ("parser_new_entries", "new", "New records staged from polls"),
-            ("parser_duplicates", "duplicates", "Records dropped as already seen"),
-            ("parser_fetch_bytes", "fetch_bytes", "Bytes of the answers to polls (after decompression)"),
-            ("parser_flushes", "flushes", "Flushes of the staging CSVs into the database"),
-            ("parser_flush_failures", "flush_failures", "Flushes that failed (the rows stay staged)"),
-            ("parser_flush_duration_seconds", "flush_seconds", "Time spent flushing"),
-            ("parser_rows_written", "rows_written", "Rows written into the items table by flushes"),
-        ):
+        for name, key, doc in _counters("daemon"):
             yield CounterMetricFamily(name, doc, value=float(totals.get(key, 0)))
         daemon = v["daemon"]
         yield GaugeMetricFamily("parser_up", "1 while the daemon runs", value=1.0 if daemon["running"] else 0.0)
@@ -204,13 +217,7 @@ class _ViewCollector:
             staged.add_metric([t["table"]], float(t["rows"]))
         yield staged
         sources = v["sources"][:MAX_SOURCE_SERIES]
-        for name, key, doc in (
-            ("parser_source_polls", "polls", "Polls of a source (kept across restarts in state.json)"),
-            ("parser_source_errors", "errors", "Failed polls of a source"),
-            ("parser_source_new_entries", "new", "New records staged from a source"),
-            ("parser_source_duplicates", "duplicates", "Records of a source dropped as already seen"),
-            ("parser_source_fetch_bytes", "bytes", "Bytes fetched from a source"),
-        ):
+        for name, key, doc in _counters("source"):
             family = CounterMetricFamily(name, doc, labels=["source"])
             for s in sources:
                 family.add_metric([s["name"]], float(s["totals"].get(key, 0)))

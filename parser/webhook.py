@@ -22,13 +22,11 @@ from email.message import Message
 from typing import Any
 from urllib.parse import parse_qs
 
-from . import logs
-from .adapters import parse_body
-from .errors import ParseError, StorageError
+from .delivery import take
+from .errors import ParseError
 from .fetch import human_size
 from .inbox import Inbox
-from .listener import MAX_JSON_DEPTH, RefusalLog, Reply, json_too_deep, signature_matches
-from .record import now_iso
+from .listener import RefusalLog, Reply, signature_matches
 
 log = logging.getLogger("parser")
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -85,24 +83,19 @@ class WebhookEndpoint:
         shown = delivery[:80] + ("..." if len(delivery) > 80 else "") if delivery else "(no id)"
         if key and self.inbox.seen(name, key):
             return self._repeated(shown)
+        what = f"webhook delivery {shown}"
         try:
             payload = _payload(body, headers.get("Content-Type", ""))
-            if json_too_deep(payload):
-                raise ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-            parsed = parse_body(self.source, payload, url=self.url, headers={"content-type": "application/json"},
-                                fetched=now_iso(self.clock))
-        except (ParseError, RecursionError) as exc:
-            why = str(exc) if isinstance(exc, ParseError) else "JSON nested too deep to read"
-            self.refusals.note(name, self.url, "400", f"webhook delivery {shown} from {peer} refused (400): {why}")
-            return Reply(400, f"{why}\n")
-        for warning in parsed.warnings:
-            logs.error_line(name, self.url, warning)
-        try:
-            if not self.inbox.accept(name, key, parsed.records):
-                return self._repeated(shown)
-        except StorageError as exc:
-            self.refusals.note(name, self.url, "503", f"webhook delivery {shown} not kept (503): {exc}")
-            return Reply(503, "cannot store the delivery now; retry later\n")
+        except ParseError as exc:
+            self.refusals.note(name, self.url, "400", f"{what} from {peer} refused (400): {exc}")
+            return Reply(400, f"{exc}\n")
+        taken = take(self.source, payload, content_type="application/json", url=self.url, key=key, inbox=self.inbox,
+                     refusals=self.refusals, what=what, peer=peer, clock=self.clock)
+        if taken.refusal is not None:
+            return taken.refusal
+        parsed = taken.parsed
+        if parsed is None:
+            return self._repeated(shown)
         log.info("%s  delivery %s: %d records received", name, shown, len(parsed.records))
         return Reply(202, json.dumps({"accepted": len(parsed.records)}) + "\n", "application/json")
 

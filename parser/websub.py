@@ -31,12 +31,12 @@ import feedparser
 from requests.utils import parse_header_links
 
 from . import logs
-from .adapters import looks_like_json, parse_body
+from .adapters import looks_like_json
 from .adapters.json_api import request_headers
-from .errors import FetchError, ParseError, StorageError
+from .delivery import take
+from .errors import FetchError, ParseError
 from .inbox import Inbox
-from .listener import MAX_JSON_DEPTH, RefusalLog, Reply, json_too_deep, signature_matches
-from .record import now_iso
+from .listener import RefusalLog, Reply, signature_matches
 from .urls import canonical_url, redact_url
 
 log = logging.getLogger("parser")
@@ -188,23 +188,12 @@ class WebSub:
         if not signature_matches(sub.secret, body, signature):
             why = "no X-Hub-Signature" if not signature else "X-Hub-Signature does not match our secret"
             return self.ignored(sub, peer, why)
-        content_type = headers.get("Content-Type") or ""
-        try:
-            if looks_like_json(body, {"content-type": content_type}) and json_too_deep(body):
-                raise ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-            parsed = parse_body(sub.source, body, url=sub.topic or sub.source.url,
-                                headers={"content-type": content_type}, fetched=now_iso(self.clock))
-        except (ParseError, RecursionError) as exc:
-            why = str(exc) if isinstance(exc, ParseError) else "nested too deep to read"
-            self.refusals.note(name, sub.callback, "400", f"WebSub push from {peer} refused (400): {why}")
-            return Reply(400, f"{why}\n")
-        for warning in parsed.warnings:
-            logs.error_line(name, sub.callback, warning)
-        try:
-            self.inbox.accept(name, None, parsed.records)
-        except StorageError as exc:
-            self.refusals.note(name, sub.callback, "503", f"WebSub push not kept (503): {exc}")
-            return Reply(503, "cannot store the push now\n")
+        taken = take(sub.source, body, content_type=headers.get("Content-Type") or "", url=sub.callback, key=None,
+                     inbox=self.inbox, refusals=self.refusals, what="WebSub push", peer=peer,
+                     base=sub.topic or sub.source.url, clock=self.clock)
+        if taken.refusal is not None:
+            return taken.refusal
+        parsed = taken.parsed
         log.info("%s  WebSub push: %d records received (%s)", name, len(parsed.records), parsed.kind)
         return Reply(202, "accepted\n")
 

@@ -9,8 +9,8 @@ import pytest
 
 from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
 from linkgen.politeness import HostPacer, Robots
+from linkgen.spec import HarvestSpec
 from parser.fetch import Fetcher
-from parser.job_settings import HarvestSpec
 from tests.server import reply
 from tests.shop import HARVEST_FIELDS, Shop, page
 

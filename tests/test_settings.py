@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import parser
 from parser.errors import SettingsError
 from parser.settings import load_settings
 
@@ -29,6 +30,8 @@ def test_defaults_and_relative_paths_resolve_beside_params(tmp_path):
     assert settings.sources[0].max_items == 50 and settings.sources[0].interval == 600
     assert settings.unique_fields == "auto" and settings.hash == "sha224" and settings.dedup == "hashfile"
     assert settings.concurrency == 32 and settings.max_bytes == 10 * 1024 * 1024
+    # The default User-Agent names the version the package is, not one written down once and forgotten.
+    assert settings.user_agent.startswith(f"parser-daemon/{parser.__version__} ")
 
 
 def test_lowercase_helpers_are_ignored_and_per_source_values_win(tmp_path):

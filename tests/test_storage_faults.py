@@ -7,11 +7,14 @@ import csv
 import resource
 import signal
 import subprocess
+import sys
 from collections import Counter
 from datetime import timedelta
 
 import pytest
 
+from parser.dedup import HashFile
+from tests.conftest import ROOT
 from tests.feeds import BASE_TIME, numbered_items, rss
 from tests.process import free_port, lock_sqlite, wait_for
 
@@ -144,6 +147,63 @@ def test_a_disk_that_fills_while_appending_leaves_a_whole_staging_file(server, p
     finally:
         if mounted:
             subprocess.run(["umount", "-l", str(project.staging)], capture_output=True)
+
+
+def test_a_disk_that_fills_while_pass_1_appends_leaves_a_whole_link_file(server, project):
+    """links.txt grows past RLIMIT_FSIZE half-way through a chunk of a template's links: the part
+    that fit is taken back, the daemon stops saying why, and the next run appends the rest to a file
+    that needs no repair, each link once."""
+    values = 50_000  # about 2 MiB of link lines, appended in chunks of 10,000 (about 0.4 MiB)
+    project.write_params(LINK_JOBS=[{"name": "big", "template": server.url("/p/{id}"),
+                                     "values": {"id": range(values)}, "fields": {"t": "//h1"}}])
+    links = project.staging / "jobs" / "big" / "links.txt"
+    full = subprocess.run(project.command("--once", "--links-only"), capture_output=True, text=True, timeout=120,
+                          cwd=project.folder, preexec_fn=file_size_limit(1 * MiB))
+    assert full.returncode == 1, full.stderr
+    assert f"cannot append to {links}: File too large" in project.log("critical.log")
+    data = links.read_bytes()
+    assert len(data) <= MiB and data.endswith(b"\n")  # whole lines only: the failed chunk was taken back
+    kept = data.count(b"\n") - 1  # the header
+    assert 0 < kept < values and kept % 10_000 == 0
+
+    again = project.run("--once", "--links-only")  # space is back
+    assert again.returncode == 0, again.stderr
+    assert "repaired" not in project.log()  # nothing torn was left behind
+    lines = links.read_text().splitlines()[1:]
+    assert [line.split("\t")[0] for line in lines] == [server.url(f"/p/{n}") for n in range(values)]
+
+
+def test_a_disk_that_fills_while_appending_hashes_leaves_a_whole_hash_file(tmp_path):
+    """The hash file (appended by HashFile in the daemon's process) under RLIMIT_FSIZE: the batch that
+    does not fit raises StorageError and leaves no part of itself; the file opens again unrepaired and
+    takes the next batch once there is room."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from parser.dedup import HashFile\n"
+        "from parser.errors import StorageError\n"
+        "hashes = HashFile(Path(sys.argv[1]), 56)\n"
+        "hashes.add(f'{n:056x}' for n in range(100))\n"
+        "try:\n"
+        "    hashes.add(f'{n:056x}' for n in range(100, 200))\n"
+        "except StorageError as exc:\n"
+        "    print(exc)\n"
+        "hashes.close()\n"
+    )
+    path = tmp_path / "hashes.txt"
+    limit = 150 * 57  # room for 150 lines: the second batch of 100 fails half-way
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT, preexec_fn=file_size_limit(limit))
+    assert done.returncode == 0, done.stderr
+    assert f"cannot append to {path}: File too large" in done.stdout
+    assert path.read_bytes() == b"".join(f"{n:056x}\n".encode() for n in range(100))
+
+    hashes = HashFile(path, 56)
+    assert hashes.repaired == 0
+    assert hashes.unseen([f"{n:056x}" for n in (5, 150)]) == {f"{150:056x}"}
+    hashes.add(f"{n:056x}" for n in range(100, 200))
+    hashes.close()
+    assert path.read_bytes() == b"".join(f"{n:056x}\n".encode() for n in range(200))
 
 
 # -- one daemon per staging folder ------------------------------------------------------------------

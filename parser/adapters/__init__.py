@@ -3,9 +3,10 @@
 An adapter is a function `parse(body, *, url, headers, source, fetched) -> Parsed`. Nothing
 downstream of it knows which protocol a record came from.
 
-parse_body is the one dispatch point. It chooses by the source's `protocol`: "json_api" and
-"webhook" bodies are JSON read by the source's `items` and `map`; "feed" (the default) and
-"websub" bodies are feeds whose format is detected from the Content-Type and the body itself
+parse_body is the one dispatch point. It chooses by what the source's protocol says its bodies are
+(parser/protocols.py): "json" bodies (json_api, webhook) are JSON read by the source's `items` and
+`map`; "feed" bodies (feed, websub) are feeds whose format is detected from the Content-Type and the
+body itself
 (an XML root element for RSS/Atom/RDF, a JSON Feed `version` for JSON Feed), and Parsed.kind says
 what was found ("rss20", "atom10", "jsonfeed11", ...). RSS, RDF and Atom are read by xmlfeed (lxml);
 what it cannot read goes to feedparser (feed), and the kind then ends in FALLBACK so the log shows it.
@@ -40,11 +41,11 @@ def parse_body(source, body: bytes, *, url: str, headers, fetched: str, limit: i
     `limit`: keep only the `limit` newest entries (see `newest`); a feed read by the fast path then
     normalizes and sanitizes only those. None keeps every entry the adapter keeps."""
     # Imported here: adapters import Parsed from this module.
+    from ..protocols import protocol_of
     from ..sanitize import finish_record
     from . import feed, json_api, jsonfeed, xmlfeed
-    protocol = getattr(source, "protocol", "feed")
     parsed = None
-    if protocol in ("json_api", "webhook"):
+    if protocol_of(source).body == "json":
         parsed = json_api.parse(body, url=url, headers=headers, source=source, fetched=fetched)
     elif looks_like_json(body, headers):
         parsed = jsonfeed.parse(body, url=url, headers=headers, source=source, fetched=fetched)

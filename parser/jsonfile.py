@@ -1,0 +1,22 @@
+"""Small JSON files one process writes and others read (daemon.json, the control requests and
+replies): written whole, as a temporary file renamed over the old one, so a reader never sees half
+of one; read as a dict, or None when the file is absent, damaged or not an object."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def write_whole(path: Path, data: dict, *, indent: int | None = None) -> None:
+    tmp = path.with_name(path.name + ".tmp")  # not *.json: a reader looking for *.json never takes it
+    tmp.write_text(json.dumps(data, indent=indent), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_object(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
