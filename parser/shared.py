@@ -17,6 +17,7 @@ from db.coord import Coordinator
 
 from . import logs
 from .errors import StorageError
+from .protocols import polled
 from .settings import Settings, Source
 from .state import SourceState, load_state
 from .urls import redact_url
@@ -64,8 +65,7 @@ class SharedSchedule:
     def set_sources(self, sources: Iterable[Source]) -> None:
         """At start and after SIGHUP: this daemon polls `sources`; the table gets all of params.py's."""
         self.sources = {s.name: s for s in sources}
-        polled = [s for s in self.every() if s.protocol != "webhook"]
-        self.coord.sync_sources((s.name, s.url, s.interval, s.enabled) for s in polled)
+        self.coord.sync_sources((s.name, s.url, s.interval, s.enabled) for s in polled(self.every()))
 
     def due(self, now: float, limit: int | None = None) -> list[Source]:
         """Claim due sources (CONCURRENCY at a time unless `limit` says); their shared state replaces
