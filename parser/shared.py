@@ -27,6 +27,9 @@ log = logging.getLogger("parser")
 # database's (the machines may disagree about the time of day).
 LOCAL_FIELDS = ("next_due", "not_before")
 RETRY_UNREACHABLE = 5.0  # seconds between looks at a database that did not answer
+# Seconds a look at the table stands: a claim that found nothing due, or the soonest due time, is
+# not asked again sooner (another daemon's dead lease or a SIGHUP shows at most this late).
+LOOK_AGAIN = 1.0
 
 
 class SharedSchedule:
@@ -51,6 +54,8 @@ class SharedSchedule:
         self.taken: list[Source] = []   # claimed for the operator, polled in the next due()
         self._out: set[str] = set()     # claimed by this daemon, not done yet
         self.claimed_at = time.monotonic()  # the last claim or lease renewal
+        self._next_look = 0.0               # (daemon clock) no claim before, when the last found none
+        self._soonest = (float("-inf"), 0.0)  # (monotonic, seconds) the table's soonest due, as last asked
 
     # -- the schedule's calls ---------------------------------------------------------------------
     def load(self, sources: Iterable[Source], longest_delay: Callable[[Source], float] | None = None, *,
@@ -72,6 +77,10 @@ class SharedSchedule:
         what this daemon last knew of them."""
         if not self.sources:  # --job alone: no feeds
             return []
+        if limit is None and len(self._out) > self.batch // 2:
+            return []  # enough in flight: claim when half the window is free, not at every result
+        if not self.taken and now < self._next_look:
+            return []  # nothing was due at the last look, nor since (next_due says when)
         try:
             self.save(force=True)  # what an earlier outage kept back, first
             names = list(self.sources) if self.named else None
@@ -81,6 +90,8 @@ class SharedSchedule:
             return []
         self.outage = None
         self.claimed_at = time.monotonic()
+        self._soonest = (float("-inf"), 0.0)  # the claim changed the table: ask afresh
+        self._next_look = 0.0 if claimed else now + min(LOOK_AGAIN, self._seconds_to_next(now))
         due, self.taken = self.taken, []  # claimed by take(): polled first
         for row in claimed:
             source = self.sources.get(row.name)
@@ -98,12 +109,23 @@ class SharedSchedule:
         now = self.clock() if now is None else now
         if not self.sources:
             return float("inf")
+        if self._out and len(self._out) > self.batch // 2:
+            return now + LOOK_AGAIN  # busy: the next claim comes as polls finish
+        return max(now + self._seconds_to_next(now), self._next_look)
+
+    def _seconds_to_next(self, now: float) -> float:
+        """Seconds until the soonest source comes due in the table (asked at most every LOOK_AGAIN)."""
+        at, seconds = self._soonest
+        if time.monotonic() - at < LOOK_AGAIN:
+            return max(0.0, seconds - (time.monotonic() - at))
         try:
-            seconds = self.coord.seconds_to_next_source(list(self.sources) if self.named else None)
+            found = self.coord.seconds_to_next_source(list(self.sources) if self.named else None)
         except StorageError as exc:
             self._unreachable(exc)
-            return now + RETRY_UNREACHABLE
-        return now + (60.0 if seconds is None else seconds)
+            return RETRY_UNREACHABLE
+        seconds = 60.0 if found is None else found
+        self._soonest = (time.monotonic(), seconds)
+        return seconds
 
     def done(self, source: Source) -> None:
         """One polled source: its state and next due time, written at the next save()."""
