@@ -196,7 +196,8 @@ class JobRunner:
             self._run_job(state, deadline)
 
     def _run_job(self, state: JobState, deadline: float | None) -> None:
-        if self.once or state.pass1_due(self.clock()):
+        # --once runs pass 1 now; in a group only when the group's is due and the job's lock is free.
+        if (self.once and not self.shared) or state.pass1_due(self.clock()):
             if state.harvest and state.harvest.active and not self.once \
                     and self._hold_left(state.harvest.level_waiting(self.pacer.key_held_for)) > 0:
                 return  # every page it could fetch next is on a held host: back when the hold ends

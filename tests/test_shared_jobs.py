@@ -116,3 +116,15 @@ def test_links_of_a_daemon_killed_mid_pass_2_are_taken_over_after_the_lease(serv
     # Only links in flight at the kill are fetched again (the killed daemon never marked them): at
     # most the CONCURRENCY it claims at a time.
     assert len(twice) <= 4, (twice, held)
+
+
+def test_two_once_runs_at_the_same_moment_share_one_pass_1_and_the_links(server, tmp_path, pg_url):
+    items = 30
+    site(server, items, delay=0.05)
+    projects = group(tmp_path, 2, pg_url, server, items)
+    procs = [p.start("--once") for p in projects]
+    assert [proc.wait(timeout=120) for proc in procs] == [0, 0], [proc.stderr.read() for proc in procs]
+    assert sum("pass 1 (template)" in p.log() for p in projects) == 1
+    hits = {p: n for p, n in server.hits.items() if p.startswith("/item/")}
+    assert hits == {f"/item/{n}": 1 for n in range(1, items + 1)}
+    assert len(stored(pg_url)) == items
