@@ -240,6 +240,11 @@ class Coordinator:
                             " WHERE lease_owner = %s RETURNING name", (self.owner,))
         return len(rows)
 
+    def source_states(self) -> list[tuple[str, dict, float, float]]:
+        """(name, state, seconds until due, seconds of a hold left) of every source, for `status`."""
+        return [(n, st, float(d), float(h)) for n, st, d, h in self.execute(
+            f"SELECT name, state, EXTRACT(EPOCH FROM due_at - now()), {HOLD_LEFT} FROM parser_sources")]
+
     def seconds_to_next_source(self, names: Sequence[str] | None = None) -> float | None:
         """Seconds until the soonest source comes due (0 when one is), None when there is none."""
         only = "name = ANY(%(names)s)" if names is not None else "enabled"

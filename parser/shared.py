@@ -218,3 +218,23 @@ class SharedSchedule:
                             "the database answers again")
             log.info("shared: %s; no source is claimed until the database answers", exc, extra=logs.ALSO_IN_ERRORS)
         self.outage = str(exc)
+
+
+def group_view(settings: Settings, now: float) -> tuple[dict[str, SourceState], dict[str, dict[str, int]]]:
+    """For `status` and the status page with SHARED = True: every source's state as the group has it
+    (not only what this machine polled), and each job's link counts from the shared frontier.
+    Raises StorageError when the database does not answer."""
+    from db.coord_jobs import JobTables
+    coord = Coordinator(settings.db_url)
+    try:
+        states = {}
+        for name, shared, due_in, hold_left in coord.source_states():
+            state = load_state(shared)
+            state.next_due = now + due_in
+            state.not_before = now + hold_left if hold_left > 0 else 0.0
+            states[name] = state
+        tables = JobTables(coord)
+        links = {job.name: tables.link_counts(job.name) for job in settings.link_jobs}
+        return states, links
+    finally:
+        coord.close()

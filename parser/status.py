@@ -15,6 +15,7 @@ from typing import TextIO
 from linkgen.linkfile import LinkFile
 
 from .control import daemon_pid
+from .errors import StorageError
 from .job_state import job_folder
 from .protocols import PROTOCOLS, protocol_of
 from .runinfo import daemon_status_path, load_run_info
@@ -66,7 +67,13 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
     """Everything the status view shows, as a JSON-ready dict (times in ISO 8601 UTC)."""
     counter = counter or RowCounter()
     staging = settings.staging_dir
-    states = load_states(staging / "state.json")
+    states, group_links = load_states(staging / "state.json"), None
+    if settings.shared:  # the group's view, from the shared database (parser/shared.py)
+        from .shared import group_view
+        try:
+            states, group_links = group_view(settings, now)
+        except StorageError:
+            pass  # this machine's files, then
     info = load_run_info(daemon_status_path(staging)) or {}
     pid = daemon_pid(staging)
     running = pid is not None and info.get("pid") == pid and bool(info.get("running", True))
@@ -78,7 +85,8 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
     for job in settings.link_jobs:
         folder = job_folder(staging, job.name)
         tables.append({"table": job.name, **counter.table(folder / "staging.csv")})
-        counts = LinkFile(folder, job.name, read_only=True).counts()
+        counts = group_links[job.name] if group_links is not None else \
+            LinkFile(folder, job.name, read_only=True).counts()
         jobs.append({"name": job.name, "enabled": job.enabled, "links": {k: counts.get(k, 0) for k in LINK_STATUSES}})
     return {
         "now": iso(now),

@@ -4,6 +4,7 @@ item stored once, and a daemon killed with -9 has its sources taken over when it
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import time
@@ -187,3 +188,19 @@ def test_a_daemon_rides_out_lost_database_connections(server, tmp_path, pg_url):
     times = poll_times(server)
     short, gaps = gaps_below(times, INTERVAL)
     assert short == 0, f"{short} of {gaps} polls came sooner than the interval after the previous one"
+
+
+@pytest.mark.postgres
+def test_status_on_any_machine_shows_the_groups_sources(server, tmp_path, pg_url):
+    publish(server, 6, 3)
+    projects = group(tmp_path, 2, pg_url, server, 6, POLL_INTERVAL=3600)
+    procs = [start(p) for p in projects]
+    try:
+        wait_for(lambda: all(server.hits.get(f"/f{i}.xml") == 1 for i in range(6)), "a poll of every source")
+        time.sleep(0.5)  # the last write-back
+    finally:
+        assert [stop(p) for p in procs] == [0, 0]
+    for project in projects:  # each machine polled some; each shows all six as polled
+        shown = json.loads(project.run("status", "--json", check=True).stdout)
+        assert {s["name"]: s["last_outcome"] for s in shown["sources"]} == {f"f{i}": "new 3" for i in range(6)}
+        assert all(s["next_poll"] for s in shown["sources"])
