@@ -128,3 +128,26 @@ def test_two_once_runs_at_the_same_moment_share_one_pass_1_and_the_links(server,
     hits = {p: n for p, n in server.hits.items() if p.startswith("/item/")}
     assert hits == {f"/item/{n}": 1 for n in range(1, items + 1)}
     assert len(stored(pg_url)) == items
+
+
+def test_a_harvest_runs_on_one_daemon_and_its_objects_are_fetched_once(server, tmp_path, pg_url):
+    from tests.shop import Shop
+    Shop(server, items_per_list=10, lists=3, item_delay=0.1)
+    job = {"name": "pages", "harvest": {"root": server.url("/"), "follow": r"/list/", "depth": 6},
+           "objects": r"/item/\d+$", "fields": HARVEST_FIELDS}
+    params = dict(DB_URL=pg_url, SHARED=True, SHARED_LEASE=3, TIMEOUT=1, DEADLINE=1.2, CONCURRENCY=4,
+                  FLUSH_INTERVAL=1, LINK_JOBS=[job])
+    projects = []
+    for i in range(2):
+        project = Project(tmp_path / f"machine{i}")
+        project.folder.mkdir()
+        project.write_params(**params)
+        projects.append(project)
+    procs = start(*projects)
+    wait_for(lambda: len(stored(pg_url)) == 30, "the 30 objects stored", 60)
+    assert [stop(p) for p in procs] == [0, 0]
+    assert sum("pass 1 (harvest run" in p.log() for p in projects) == 1
+    listings = {p: n for p, n in server.hits.items() if p.startswith("/list/")}
+    assert listings and set(listings.values()) == {1}, listings  # each page harvested once
+    objects = {p: n for p, n in server.hits.items() if p.startswith("/item/")}
+    assert {p: n for p, n in objects.items() if n != 1} == {}
