@@ -28,7 +28,7 @@ from .job_state import JobState
 from .settings import Settings
 
 HOLD_REFRESH = 1.0      # seconds a daemon's view of the group's Retry-After holds may be old
-COUNTS_TTL = 2.0        # seconds counts() may be old (pass 2 asks after every batch, for a progress line)
+COUNTS_TTL = 0.5        # seconds counts() may be old at least (pass 2 asks after every batch)
 
 
 class SharedLinkFile:
@@ -45,7 +45,8 @@ class SharedLinkFile:
         self._out: dict[int, str] = {}  # claimed by this daemon, not marked yet
         self._extended = time.monotonic()
         self._count = self.tables.link_count(job)
-        self._counts: tuple[float, Counter] = (0.0, Counter())
+        self._counts: tuple[float, Counter] = (float("-inf"), Counter())
+        self._counts_ttl = COUNTS_TTL
 
     def close(self) -> None:
         try:
@@ -153,10 +154,16 @@ class SharedLinkFile:
         return out
 
     def counts(self) -> Counter:
+        """The group's counts, kept up to date with this daemon's marks between two reads. A read
+        costs a scan of the job's links, so reads are spaced by 50 times what the last one took
+        (at least COUNTS_TTL): a few milliseconds' table is read twice a second, a million links'
+        every few seconds."""
         at, counts = self._counts
-        if time.monotonic() - at > COUNTS_TTL:
+        if time.monotonic() - at > self._counts_ttl:
+            started = time.monotonic()
             counts = Counter({"pending": 0, **self.tables.link_counts(self.job)})
             self._counts = (time.monotonic(), counts)
+            self._counts_ttl = max(COUNTS_TTL, 50 * (time.monotonic() - started))
         return Counter(counts)
 
 
