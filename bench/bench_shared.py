@@ -10,6 +10,8 @@
    polled, against the time a poll takes a daemon (500 ms / 32 in flight).
 3. The claim query's cost with 100,000 and 1,000,000 generated sources in the table (a tenth of them
    due, their due times spread over an hour), and the table's size.
+4. Pass 2's claim and mark of 32 links with 1,000,000 links of one job in the table, half of them done
+   (the done ones first, as pass 2 leaves them), and the table's size.
 Each part runs in a database of its own, made on the server of PARSER_TEST_PG_URL and dropped after.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from db.coord import Coordinator  # noqa: E402
+from db.coord_jobs import JobTables  # noqa: E402
 from tests.feeds import numbered_items, rss  # noqa: E402
 from tests.server import LoopbackServer  # noqa: E402
 
@@ -114,11 +117,37 @@ def claim_cost(base: str, table_size: int, rounds: int = 100, batch: int = CONCU
         return statistics.median(claims) * 1000, statistics.median(finishes) * 1000, size
 
 
+def link_claim_cost(base: str, links: int, rounds: int = 100, batch: int = CONCURRENCY) -> tuple[float, float, str]:
+    """(ms per claim of `batch` links, ms per mark of them, table size) with `links` links, half done."""
+    with fresh_database(base) as url:
+        coord = Coordinator(url)
+        coord.create_schema()
+        coord.execute("""
+            INSERT INTO parser_links (job, url, depth, origin, status, attempts)
+            SELECT 'shop', 'https://shop.example/item/' || g, NULL, 'template',
+                   CASE WHEN g <= %s THEN 'done' ELSE 'pending' END, CASE WHEN g <= %s THEN 1 ELSE 0 END
+            FROM generate_series(1, %s) g""", (links // 2, links // 2, links))
+        coord.execute("VACUUM ANALYZE parser_links")
+        tables = JobTables(coord)
+        claims, marks = [], []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            claimed = tables.claim_links("shop", batch, lease=300)
+            claims.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            tables.mark_links([(i, "done", 1, "", 0.0) for i, _ in claimed])
+            marks.append(time.perf_counter() - started)
+        size = coord.execute("SELECT pg_size_pretty(pg_total_relation_size('parser_links'))")[0][0]
+        coord.close()
+        return statistics.median(claims) * 1000, statistics.median(marks) * 1000, size
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sources", type=int, default=600)
     ap.add_argument("--daemons", default="1,2,4")
     ap.add_argument("--table-sizes", default="100000,1000000")
+    ap.add_argument("--links", type=int, default=1_000_000)
     args = ap.parse_args()
     base = os.environ.get("PARSER_TEST_PG_URL") or os.environ.get("PARSER_BENCH_PG_URL")
     if not base:
@@ -141,6 +170,12 @@ def main() -> None:
         per_source = (claim_ms + finish_ms) / CONCURRENCY
         print(f"{size:>9}  {claim_ms:>8.2f}  {finish_ms:>13.2f}  {per_source:>13.3f}  "
               f"{per_source / poll_cost:>7.1%}  {table}", flush=True)
+
+    if args.links:
+        claim_ms, mark_ms, table = link_claim_cost(base, args.links)
+        print(f"\n4. pass 2 with {args.links:,} links of one job, half done: claim of {CONCURRENCY} links "
+              f"{claim_ms:.2f} ms, their marks {mark_ms:.2f} ms ({(claim_ms + mark_ms) / CONCURRENCY:.3f} ms a link); "
+              f"table {table}", flush=True)
 
 
 if __name__ == "__main__":

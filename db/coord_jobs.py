@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 from db.coord import Coordinator
 
-# A link pass 2 may fetch (retries only once due, unless any_time).
-OPEN = "status IN ('pending', 'refused') OR (status = 'retry' AND (%(any_time)s OR next_at <= now()))"
+# A link pass 2 may fetch (retries only once due, unless any_time). The first condition is the
+# partial index's own, spelled out so the planner uses it instead of walking the done links.
+OPEN = ("status IN ('pending', 'retry', 'refused')"
+        " AND (status <> 'retry' OR %(any_time)s OR next_at <= now())")
 
 
 class JobTables:
