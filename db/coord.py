@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS parser_links (
 );
 CREATE INDEX IF NOT EXISTS parser_links_open ON parser_links (job, id)
     WHERE status IN ('pending', 'retry', 'refused');
+-- When the daemon looks up its next wake-up: the first retry due, the first lease to end.
+CREATE INDEX IF NOT EXISTS parser_links_retry ON parser_links (job, next_at) WHERE status = 'retry';
+CREATE INDEX IF NOT EXISTS parser_links_leased ON parser_links (job, lease_until) WHERE lease_owner IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS parser_jobs (
     job      text PRIMARY KEY,
