@@ -46,6 +46,13 @@ CREATE TABLE IF NOT EXISTS parser_sources (
 );
 CREATE INDEX IF NOT EXISTS parser_sources_due ON parser_sources (due_at) WHERE enabled;
 
+-- A source's `rate` budget, a token bucket the group shares (tokens left at `stamp`).
+CREATE TABLE IF NOT EXISTS parser_rates (
+    source text PRIMARY KEY,
+    tokens double precision NOT NULL,
+    stamp  timestamptz NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS parser_links (
     id          bigserial PRIMARY KEY,
     job         text NOT NULL,
@@ -242,6 +249,28 @@ class Coordinator:
         rows = self.execute("UPDATE parser_sources SET due_at = now(), lease_owner = NULL, lease_until = NULL"
                             " WHERE lease_owner = %s RETURNING name", (self.owner,))
         return len(rows)
+
+    def take_rate(self, source: str, burst: int, per_second: float, max_wait: float) -> float | None:
+        """One request of a source's rate budget: seconds to wait before sending it, or None (nothing
+        taken) when that would be longer than max_wait. The row lock of the upsert orders daemons."""
+        rows = self.execute("""
+            INSERT INTO parser_rates AS r (source, tokens, stamp) VALUES (%(source)s, %(burst)s - 1, now())
+            ON CONFLICT (source) DO UPDATE SET
+                tokens = LEAST(%(burst)s, r.tokens + EXTRACT(EPOCH FROM now() - r.stamp) * %(rate)s) - 1,
+                stamp = now()
+            WHERE (1 - LEAST(%(burst)s, r.tokens + EXTRACT(EPOCH FROM now() - r.stamp) * %(rate)s)) / %(rate)s
+                  <= %(max_wait)s
+            RETURNING tokens""",
+            {"source": source, "burst": float(burst), "rate": float(per_second), "max_wait": float(max_wait)})
+        return max(0.0, -float(rows[0][0]) / per_second) if rows else None
+
+    def rate_free_in(self, source: str, burst: int, per_second: float) -> float:
+        """Seconds until the source's budget allows a request, taking nothing."""
+        rows = self.execute("""
+            SELECT (1 - LEAST(%(burst)s, tokens + EXTRACT(EPOCH FROM now() - stamp) * %(rate)s)) / %(rate)s
+            FROM parser_rates WHERE source = %(source)s""",
+            {"source": source, "burst": float(burst), "rate": float(per_second)})
+        return max(0.0, float(rows[0][0])) if rows else 0.0
 
     def source_states(self) -> list[tuple[str, dict, float, float]]:
         """(name, state, seconds until due, seconds of a hold left) of every source, for `status`."""

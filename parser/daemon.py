@@ -169,7 +169,7 @@ class Daemon:
         full_text = FullText(self.fetcher.with_timeout(s.full_text_timeout),
                              None if self.options.dry_run else remember_path(s.staging_dir)) \
             if any(src.full_text for src in self.sources) else None
-        self.poller = Poller(self.fetcher, stop=self.stop, max_wait=s.deadline, rates=RateLimits(),
+        self.poller = Poller(self.fetcher, stop=self.stop, max_wait=s.deadline, rates=self._rate_limits(),
                              full_text=full_text)
         if self.options.dry_run:
             self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
@@ -211,6 +211,13 @@ class Daemon:
         self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
                  redact_url(s.db_url), os.getpid())
+
+    def _rate_limits(self) -> RateLimits:
+        """Sources' `rate` budgets: this daemon's, or with SHARED the group's (parser/shared.py)."""
+        if self.settings.shared and not self.options.dry_run:
+            from .shared import SharedRateLimits
+            return SharedRateLimits(self.settings.db_url)
+        return RateLimits()
 
     def _close(self) -> None:
         if self.status_page:

@@ -10,14 +10,16 @@ their state is written differ.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 
-from db.coord import Coordinator
+from db.coord import Coordinator, PerThread
 
 from . import logs
 from .errors import StorageError
 from .protocols import polled
+from .ratelimit import Rate, RateLimits
 from .settings import Settings, Source
 from .state import SourceState, load_state
 from .urls import redact_url
@@ -238,3 +240,37 @@ def group_view(settings: Settings, now: float) -> tuple[dict[str, SourceState], 
         return states, links
     finally:
         coord.close()
+
+
+class SharedRateLimits(RateLimits):
+    """A source's `rate` budget for the whole group: whichever daemon polls it next spends from the
+    same bucket (parser_rates), so handing a source to another daemon gives it no fresh burst.
+    Worker threads: a connection each. While the database is away, this daemon's own buckets."""
+
+    def __init__(self, db_url: str):
+        super().__init__()
+        self.coords = PerThread(db_url)
+        self._rates: dict[str, Rate] = {}
+
+    def wait(self, name: str, rate: Rate | None, max_wait: float, stop: threading.Event) -> float | None:
+        if rate is None:
+            return 0.0
+        self._rates[name] = rate
+        try:
+            wait = self.coords.get().take_rate(name, rate.burst, rate.per_second, max_wait)
+        except StorageError:
+            return super().wait(name, rate, max_wait, stop)
+        if wait is None:
+            return None
+        if wait > 0:
+            stop.wait(wait)
+        return wait
+
+    def next_free(self, name: str) -> float:
+        rate = self._rates.get(name)
+        if rate is None:
+            return 0.0
+        try:
+            return self.coords.get().rate_free_in(name, rate.burst, rate.per_second)
+        except StorageError:
+            return super().next_free(name)

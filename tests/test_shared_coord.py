@@ -131,3 +131,13 @@ def test_a_retry_after_hold_travels_with_the_source(coords):
     a.finish_sources([(claimed.name, {}, 60.0, 30.0)])  # the server said Retry-After: 30
     taken = b.claim_source("s0", lease=30)  # an operator's `poll` on another machine
     assert taken is not None and 28 < taken.hold_left <= 30
+
+
+def test_a_sources_rate_budget_is_one_bucket_for_the_group(coords):
+    a, b, _ = coords  # "2/s burst 2": two at once, then one every half second, whoever polls
+    assert a.take_rate("s0", 2, 2.0, max_wait=5) == 0.0
+    assert b.take_rate("s0", 2, 2.0, max_wait=5) == 0.0
+    third = a.take_rate("s0", 2, 2.0, max_wait=5)
+    assert 0.4 < third <= 0.5
+    assert b.take_rate("s0", 2, 2.0, max_wait=0.6) is None  # a full second away: refused, nothing taken
+    assert 0.9 < b.rate_free_in("s0", 2, 2.0) <= 1.0
