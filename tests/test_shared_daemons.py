@@ -89,6 +89,8 @@ def test_each_source_polled_once_per_interval_across_the_group_and_each_item_sto
     publish(server, sources, 5)  # new items while the group runs
     changed = time.monotonic()
     wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 20)
+    # Stored, not only asked for: a poll still in flight at the stop is abandoned.
+    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 5), "the new items stored", 20)
     time.sleep(max(0.0, 8 - (time.monotonic() - started)))
     assert [stop(p) for p in procs] == [0] * daemons
     ended = time.monotonic()
@@ -124,6 +126,8 @@ def test_sources_of_a_daemon_killed_mid_cycle_are_taken_over_after_the_lease(ser
     victim.wait()
     publish(server, sources, 4)  # published after the kill: only the survivor can store it
     wait_for(lambda: polled_after(server, sources, killed + lease), "every source polled after the lease", 20)
+    newest = {f"http://f{i}.example/item/4" for i in range(sources)}
+    wait_for(lambda: newest <= set(stored_links(pg_url)), "the items published after the kill stored", 20)
     times = poll_times(server)
     for name, lease_ends in held.items():  # taken over, but not before the lease ended
         after = [t for t in times[f"/{name}.xml"] if t > killed + 0.05]
