@@ -187,7 +187,7 @@ class Daemon:
         if self.options.dry_run:
             self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
             if self.link_jobs:  # both passes in memory, their records printed (parser/jobs.py)
-                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.scheduler.pool,
+                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler,
                                       stop=self.stop, clock=self.clock, once=True,
                                       links_only=self.options.links_only, dry_run=True, out=self.out)
                 self.jobs.open()
@@ -204,7 +204,7 @@ class Daemon:
             from .push import open_listener
             self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
         if self.link_jobs:
-            self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.scheduler.pool, stop=self.stop,
+            self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
                                   clock=self.clock, once=self.options.once, links_only=self.options.links_only)
             self.jobs.open()
         if not self.options.once:
@@ -247,8 +247,8 @@ class Daemon:
             self._tick()
             for source in self.schedule.due(self.clock()):
                 self._offer(source)
-            if self.jobs and self.jobs.next_due() <= self.clock():
-                self.jobs.run_due()
+            if self.jobs:
+                self.jobs.offer()
             self.scheduler.dispatch()
             self.scheduler.absorb(self._seconds_until_next(next_flush))
             if self.clock() >= next_flush:
@@ -259,7 +259,7 @@ class Daemon:
                 self._summary()
             if self.reload_requested.is_set():
                 self.reload()
-        self.scheduler.absorb(0)  # polls that finished are kept; those cut short by the stop are not failures
+        self._keep_finished()
         flush_ok = self.flush("stop")
         self._summary()
         log.info("stopped on signal; staged records flushed" if flush_ok else
@@ -276,12 +276,14 @@ class Daemon:
                          source.name, state.not_before - now)
                 continue
             self._offer(source)
-        while not self.stop.is_set() and not self.scheduler.idle():
+        while not self.stop.is_set():
+            if self.jobs:
+                self.jobs.offer()
+            if self.scheduler.idle() and (self.jobs is None or self.jobs.finished()):
+                break
             self.scheduler.dispatch()
             self.scheduler.absorb(CONTROL_TICK)
-        self.scheduler.absorb(0)
-        if self.jobs and not self.stop.is_set():
-            self.jobs.run_due()
+        self._keep_finished()
         self._stage_received()
         self._summary()
         if self.options.dry_run:
@@ -291,6 +293,12 @@ class Daemon:
             log.info("stopped on signal; staged records flushed" if flush_ok else
                      "stopped on signal; the flush failed, records stay in staging")
         return 0 if flush_ok else 1
+
+    def _keep_finished(self) -> None:
+        """Stopping or done: what finished is kept; what the stop cut short is no failure (not absorbed)."""
+        self.scheduler.absorb(0)
+        if self.jobs:
+            self.jobs.keep_finished()
 
     def _tick(self) -> None:
         """A few times a second at most: the status page's heartbeat, control requests, pushed records."""
@@ -303,8 +311,12 @@ class Daemon:
         self._stage_received()
 
     def _save_state(self, *, force: bool = False) -> None:
-        """state.json and daemon.json, in batches (parser/source_schedule.py's SAVE_EVERY), not per poll."""
-        if self.schedule.save(force=force):
+        """state.json and daemon.json, in batches (parser/source_schedule.py's SAVE_EVERY), not per poll;
+        `force` (a flush, the stop, an operator's request) writes both now."""
+        saved = self.schedule.save(force=force)
+        if saved:
+            self.run_info.add(state_writes=1)
+        if saved or force:
             self._save_run_info()
 
     def _summary(self) -> None:
@@ -420,7 +432,7 @@ class Daemon:
 
     def _seconds_until_next(self, next_flush: float) -> float:
         """How long the main thread may wait for finished work before something else is due."""
-        soonest = min(next_flush, self.schedule.next_due(), self.jobs.next_due() if self.jobs else next_flush)
+        soonest = min(next_flush, self.schedule.next_due())
         return min(max(soonest - self.clock(), 0.0), CONTROL_TICK)
 
     def _state(self, source: Source) -> SourceState:
@@ -633,8 +645,7 @@ class Daemon:
                               seconds=seconds, error=error)
         self.health = Health(tick=time.monotonic(), flush_ok=ok,
                              reason="ok" if ok else f"the last flush failed: {error}")
-        self.schedule.save(force=True)  # every flush writes the states it waited to write
-        self._save_run_info()
+        self._save_state(force=True)  # every flush writes the states it waited to write
         return ok
 
     def _flush(self, why: str) -> tuple[bool, int, int, str | None]:

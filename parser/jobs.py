@@ -1,10 +1,13 @@
-"""Two-pass jobs (LINK_JOBS): the runner the daemon calls next to its feed cycle.
+"""Two-pass jobs (LINK_JOBS) on the daemon's one worker loop (parser/scheduler.py).
 
 Pass 1 writes a job's link file (linkgen: a template, or a harvest from a root page) when it is
 due by the job's `interval`; pass 2 fetches each pending link once, extracts the job's fields and
 stages one record per object through the job's own Sink (uniqueness, staging CSV, table named
-after the job). Worker threads fetch and parse; this module's main-thread half does all writing,
-one batch of results at a time, staging records before marking their links done.
+after the job). Harvest pages and objects are work items of the scheduler like the feeds' polls, so
+pass 2 fetches the links a harvest finds while the harvest goes on, under the same per-host limits.
+Pending links are read lazily from the link file (at most CONCURRENCY of a job's objects wait for a
+worker). Worker threads fetch and parse; this module's main-thread half does all writing, one batch
+of results at a time (a turn of the daemon's loop), staging records before marking their links done.
 
 A host that answers 429 or 503 with Retry-After is held (linkgen.politeness.HostPacer): nothing is
 sent to it before that time, by any job, and the hold is kept in the job's state.json for a restart.
@@ -17,16 +20,15 @@ passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import TextIO
 
 from db.store import Database
@@ -43,16 +45,16 @@ from .fetch import Fetcher
 from .job_settings import LinkJob
 from .job_state import JobState, job_folder
 from .record import now_iso
+from .scheduler import Scheduler, Work
 from .settings import Settings
 from .urls import redact_url
 
 log = logging.getLogger("parser")
 
-SLICE_SECONDS = 30.0      # forever mode: the longest the jobs keep the loop from feeds and flushes
-ABSORB_EVERY = 0.05        # seconds: results are staged in batches (one fsync each), at least this often
-ABSORB_BATCH = 64
 TEMPLATE_CHUNK = 10_000
-PENDING_SAMPLE = 1_000     # pending links looked at to tell whether one is on a host not held
+REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
+PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
+SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
 ONCE_WAIT_MAX = 60.0       # --once: seconds a job waits in all for hosts that asked for a pause
 DRY_RUN_LINKS = 20         # --dry-run: objects fetched per job at most
 
@@ -90,18 +92,52 @@ def _url_of(item: tuple[int, str]) -> str:
     return item[1]
 
 
+@dataclass(eq=False)
+class JobRun:
+    """What this process does with one job now (main thread): pass 1's progress in this run, and
+    pass 2 between the link file and the scheduler."""
+    frontier: HostFrontier                     # links pulled from the file, a held host's apart
+    name: str
+    links: Iterator[tuple[int, str]] | None = None  # the link file's pending links, read as needed
+    mine: set[int] = field(default_factory=set)     # lines pulled and not marked: queued, running or parked
+    ready: list[ObjectOutcome] = field(default_factory=list)  # finished objects, staged at the next turn
+    tally: Counter = field(default_factory=Counter)
+    empty: Counter = field(default_factory=Counter)
+    started: float = 0.0                       # time.monotonic() of the first fetch since the last summary
+    said_at: float = 0.0
+    handed: int = 0                            # --dry-run: objects handed out
+    seen_links: int = -1                       # len(link file) when its pending links were last asked for
+    asked_at: float = 0.0
+    drained: bool = False                      # the last look found no link to send now
+    tried_since_extend: int = 0                # an open template range goes on after links were tried
+    pass1_ran: bool = False                    # --once: pass 1 ran (or was given up) in this run
+    harvest_at: float = 0.0                    # time.monotonic() the harvest started or resumed here
+    wait_until: float = 0.0                    # --once: waiting for a hold until then (time.monotonic())
+    given_up: bool = False                     # --once: the rest waits for a held host: next run
+
+    @property
+    def pages(self) -> tuple[str, str]:
+        return (self.name, "page")
+
+    @property
+    def objects(self) -> tuple[str, str]:
+        return (self.name, "object")
+
+
 def _utc(epoch: float) -> str:
     return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+
+
 class JobRunner:
-    def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, pool: ThreadPoolExecutor,
+    def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
                  progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None):
         self.settings = settings
         self.jobs = jobs
         self.fetcher = fetcher
-        self.pool = pool
+        self.scheduler = scheduler
         self.stop = stop
         self.clock = clock
         self.once = once or dry_run
@@ -112,6 +148,7 @@ class JobRunner:
         self.pacer = HostPacer(stop=stop)
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
         self.states: list[JobState] = []
+        self.runs: dict[str, JobRun] = {}
         # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
         self.progress = logs.progress_line(progress)
         self._progress_at = 0.0
@@ -132,6 +169,7 @@ class JobRunner:
                     log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
                              job.name, host, _utc(until))
             self.states.append(state)
+            self.runs[job.name] = JobRun(HostFrontier(self.pacer.key_held_for, url_of=_url_of), job.name)
 
     def close(self) -> None:
         for state in self.states:
@@ -154,60 +192,116 @@ class JobRunner:
                          f", {already} already stored" if already else "")
         return ok
 
-    def next_due(self) -> float:
-        """When run_due has work next: now, when links are pending or a harvest is half done, unless
-        every host they are on is held; then when the first hold ends."""
-        now = self.clock()
-        soonest = float("inf")
+    # -- the daemon's turn --------------------------------------------------------------------
+    def offer(self) -> None:
+        """Main thread, at every turn of the daemon's loop: stage the objects fetched since the last
+        turn, start pass 1 when it is due, and hand pages and links to the scheduler."""
         for state in self.states:
-            if state.pass1_due(now):
-                if not (state.harvest and state.harvest.active):
-                    return now
-                soonest = min(soonest, now + self._hold_left(state.harvest.level_waiting(self.pacer.key_held_for)))
-                continue
-            soonest = min(soonest, state.pass1_at + state.job.interval)
-            if self.links_only:
-                continue
-            if state.links.has_pending():
-                soonest = min(soonest, now + self._hold_left(self._pending_sample(state)))
-            retry = state.links.next_retry()
-            if retry is not None:
-                soonest = min(soonest, retry)
-        return soonest
+            if self.stop.is_set():
+                return
+            run = self.runs[state.job.name]
+            self._stage_objects(state, run)
+            self._pass1(state, run)
+            if not self.links_only:
+                self._offer_links(state, run)
+                self._when_idle(state, run)
 
-    def run_due(self) -> None:
-        """Run what is due: everything now with --once; else at most about SLICE_SECONDS of work."""
-        deadline = None if self.once else time.monotonic() + SLICE_SECONDS
+    def keep_finished(self) -> None:
+        """Stopping: what was fetched is staged all the same."""
         for state in self.states:
-            if self.stop.is_set() or (deadline is not None and time.monotonic() > deadline):
-                break
-            self._run_job(state, deadline)
+            self._stage_objects(state, self.runs[state.job.name])
+        self._end_progress()
 
-    def _run_job(self, state: JobState, deadline: float | None) -> None:
-        if self.once or state.pass1_due(self.clock()):
-            if state.harvest and state.harvest.active and not self.once \
-                    and self._hold_left(state.harvest.level_waiting(self.pacer.key_held_for)) > 0:
-                return  # every page it could fetch next is on a held host: back when the hold ends
-            if state.harvest:
-                self._harvest(state, deadline)
-                # Stopped, out of time or waiting for a held host half-way: resumed on the next call.
-                # --once goes on to pass 2 with the links found so far.
-                if state.harvest.active and not self.once:
-                    return
-            else:
-                self._expand_template(state, scheduled=True)
-        if self.links_only:
-            return
-        while not self.stop.is_set():
-            tried = self._pass2(state, deadline)
-            if self.dry_run or not tried or self.stop.is_set() \
-                    or (deadline is not None and time.monotonic() > deadline):
-                return
-            # An open range goes on as far as pass 2 confirms links; a closed job is done here.
-            if state.job.stop_after_misses is None or not self._expand_template(state, scheduled=False):
-                return
+    def finished(self) -> bool:
+        """--once: every job has done what this run can do."""
+        return self.stop.is_set() or all(self._job_finished(state, self.runs[state.job.name])
+                                         for state in self.states)
+
+    def _job_finished(self, state: JobState, run: JobRun) -> bool:
+        if self.scheduler.waiting(run.pages) or self.scheduler.running_for(run.pages):
+            return False
+        if not run.pass1_ran or (state.harvest and state.harvest.active and not run.given_up):
+            return False
+        return self.links_only or run.given_up or (self._pass2_idle(run) and not run.frontier.parked_count)
 
     # -- pass 1 -------------------------------------------------------------------------------
+    def _pass1(self, state: JobState, run: JobRun) -> None:
+        due = not run.pass1_ran if self.once else state.pass1_due(self.clock())
+        if state.harvest is None:
+            if due:
+                self._expand_template(state, scheduled=True)
+            run.pass1_ran = True
+            return
+        harvest = state.harvest
+        if not harvest.active:
+            if not due:
+                return
+            harvest.start(len(state.links))
+            run.harvest_at = time.monotonic()
+        elif not run.harvest_at:
+            log.info("%s  pass 1: resuming harvest run %d (%d pages done)", state.job.name, harvest.run,
+                     harvest.pages_done)
+            run.harvest_at = time.monotonic()
+        run.pass1_ran = True
+        if run.given_up:
+            return
+        room = self.window - self.scheduler.waiting(run.pages) - self.scheduler.running_for(run.pages)
+        job = state.job
+        for url, depth in harvest.take(max(room, 0), held_for=self.pacer.key_held_for):
+            self.scheduler.add(Work(url=url, owner=run.pages,
+                                    run=partial(fetch_page, url, depth, job.harvest, fetcher=self.fetcher,
+                                                pacer=self.pacer, robots=self.robots, delay=job.delay),
+                                    absorb=partial(self._page_done, state, run),
+                                    failed=partial(self._page_crashed, state, run, url, depth)))
+        if harvest.finished():
+            self._end_harvest(state, run)
+        elif self.once and not harvest.taken and harvest.waiting:
+            # Only pages on held hosts are left: --once waits for them within its budget.
+            self._hold_or_give_up(state, run, harvest.level_waiting(self.pacer.key_held_for), "pages",
+                                  harvest.waiting)
+
+    def _page_crashed(self, state: JobState, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
+        """A bug in a worker fails that page, not the daemon."""
+        log.error("internal error harvesting %s: %r", url, exc)
+        self._page_done(state, run, PageResult(url=url, depth=depth, error=f"internal error: {exc!r}"))
+
+    def _page_done(self, state: JobState, run: JobRun, result: PageResult) -> None:
+        """Main thread: one harvest page back from its worker."""
+        job, harvest, links, url = state.job, state.harvest, state.links, result.url
+        if result.held or (result.error and self.stop.is_set() and result.retry_after is None):
+            harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
+            return
+        if result.retry_after is not None:
+            attempts = harvest.refused(result)
+            self._refusal(state, url, f"harvest: {result.error}", attempts,
+                          "dead" if harvest.out_of_attempts(url) else "refused")
+            if not harvest.out_of_attempts(url):
+                return  # still queued: asked again when the hold ends
+        links.add(harvest.links_of(result))  # the links first: a page is marked done only after
+        harvest.record(result)
+        if result.error and result.retry_after is None:
+            self._error(state, url, f"harvest: {result.error}")
+        self._show(f"{job.name}: pass 1: {harvest.pages_done} pages fetched, {len(links)} links")
+        if harvest.finished() and not self.stop.is_set():
+            self._end_harvest(state, run)
+
+    def _end_harvest(self, state: JobState, run: JobRun) -> None:
+        job, harvest, links = state.job, state.harvest, state.links
+        if not harvest.active:
+            return
+        new = len(links) - harvest.links_before
+        summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
+                   f"{'' if self.dry_run else ' in the file'}, {new} new")
+        if harvest.stopped_at_max:
+            summary += f"; stopped at max_pages ({job.harvest.max_pages})"
+        state.pass1_finished(self.clock())  # before 'end': a crash between them only ends an empty run again
+        harvest.end(summary)
+        self._end_progress()
+        log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary,
+                 time.monotonic() - (run.harvest_at or time.monotonic()))
+        run.harvest_at = 0.0
+        self._say(state, f"pass 1 (harvest): {summary}")
+
     def _expand_template(self, state: JobState, *, scheduled: bool) -> int:
         """Add the template's links to the link file; return how many were new."""
         job, links = state.job, state.links
@@ -257,137 +351,133 @@ class JobRunner:
             log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
         return new + reopened
 
-    def _harvest(self, state: JobState, deadline: float | None) -> None:
-        job, harvest, links = state.job, state.harvest, state.links
-        started = time.monotonic()
-        if not harvest.active:
-            harvest.start(len(links))
-        else:
-            log.info("%s  pass 1: resuming harvest run %d (%d pages done)", job.name, harvest.run, harvest.pages_done)
-        inflight: dict[Future, str] = {}
-        while not self.stop.is_set():
-            if deadline is None or time.monotonic() < deadline:
-                for url, depth in harvest.take(self.window - len(inflight), held_for=self.pacer.key_held_for):
-                    future = self.pool.submit(fetch_page, url, depth, job.harvest, fetcher=self.fetcher,
-                                              pacer=self.pacer, robots=self.robots, delay=job.delay)
-                    inflight[future] = url
-            if not inflight:
-                if harvest.finished() or not self._wait_for_hold(
-                        state, harvest.level_waiting(self.pacer.key_held_for), deadline, "pages", harvest.waiting):
-                    break
-                continue
-            done, _ = wait(inflight, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in done:
-                url = inflight.pop(future)
-                try:
-                    result = future.result()
-                except Exception as exc:  # a bug in a worker fails that page, not the daemon
-                    log.exception("internal error harvesting %s", url)
-                    result = PageResult(url=url, depth=harvest.queued[url][0], error=f"internal error: {exc!r}")
-                if result.held or (result.error and self.stop.is_set() and result.retry_after is None):
-                    harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
-                    continue
-                if result.retry_after is not None:
-                    attempts = harvest.refused(result)
-                    self._refusal(state, url, f"harvest: {result.error}", attempts,
-                                  "dead" if harvest.out_of_attempts(url) else "refused")
-                    if not harvest.out_of_attempts(url):
-                        continue  # still queued: asked again when the hold ends
-                links.add(harvest.links_of(result))  # the links first: a page is marked done only after
-                harvest.record(result)
-                if result.error and result.retry_after is None:
-                    self._error(state, url, f"harvest: {result.error}")
-            self._show(f"{job.name}: pass 1: {harvest.pages_done} pages fetched, {len(links)} links")
-        for future, url in inflight.items():
-            future.cancel()
-            harvest.release(url)
-        if self.stop.is_set() or not harvest.finished():
-            self._end_progress()
-            return
-        new = len(links) - harvest.links_before
-        summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
-                   f"{'' if self.dry_run else ' in the file'}, {new} new")
-        if harvest.stopped_at_max:
-            summary += f"; stopped at max_pages ({job.harvest.max_pages})"
-        state.pass1_finished(self.clock())  # before 'end': a crash between them only ends an empty run again
-        harvest.end(summary)
-        self._end_progress()
-        log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary, time.monotonic() - started)
-        self._say(state, f"pass 1 (harvest): {summary}")
 
     # -- pass 2 -------------------------------------------------------------------------------
-    def _pass2(self, state: JobState, deadline: float | None) -> int:
-        """Fetch the pending links (until the deadline); return how many were tried."""
-        job = state.job
-        pending = state.links.pending(ignore_backoff=self.once)
-        if self.dry_run:
-            first = list(itertools.islice(pending, DRY_RUN_LINKS + 1))
-            if len(first) > DRY_RUN_LINKS:
+    def _offer_links(self, state: JobState, run: JobRun) -> None:
+        """Hand pending links to the scheduler, at most CONCURRENCY of this job's waiting or running."""
+        if run.given_up:
+            return
+        room = self.window - self.scheduler.waiting(run.objects) - self.scheduler.running_for(run.objects)
+        run.drained = False
+        while room > 0:
+            if self.dry_run and run.handed >= DRY_RUN_LINKS:
+                run.drained = True
+                return
+            item = self._next_link(state, run)
+            if item is None:
+                run.drained = True
+                return
+            index, url = item
+            if not run.started:
+                run.started = run.said_at = time.monotonic()
+            self.scheduler.add(Work(url=url, owner=run.objects,
+                                    run=partial(self._fetch_object, state, index, url),
+                                    absorb=partial(self._object_done, run),
+                                    failed=partial(self._object_crashed, run, index, url)))
+            run.handed += 1
+            room -= 1
+            if self.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(state, run) is not None:
                 self._say(state, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
                                  f"{DRY_RUN_LINKS} and stops there")
-            pending = iter(first[:DRY_RUN_LINKS])
-        # The links are read from the link file as they are sent; a held host's wait apart.
-        frontier = HostFrontier(self.pacer.key_held_for, pending, url_of=_url_of)
-        tally = Counter()
-        empty = Counter()
-        started = time.monotonic()
-        inflight: dict[Future, tuple[int, str]] = {}
-        ready: list[ObjectOutcome] = []
-        last_absorb = time.monotonic()
-        while not self.stop.is_set():
-            while len(inflight) < self.window and (deadline is None or time.monotonic() < deadline):
-                item = frontier.pop()
-                if item is None:
-                    break
-                inflight[self.pool.submit(self._fetch_object, state, *item)] = item
-            if not inflight:
-                if not frontier.parked_count or not self._wait_for_hold(
-                        state, [_url_of(i) for i in frontier.parked_hosts().values()], deadline, "links",
-                        frontier.parked_count):
-                    break
-                continue
-            done, _ = wait(inflight, timeout=ABSORB_EVERY, return_when=FIRST_COMPLETED)
-            for future in done:
-                index, url = inflight.pop(future)
-                try:
-                    outcome = future.result()
-                except Exception as exc:  # a bug in a worker fails that link, not the daemon
-                    log.exception("internal error fetching %s", url)
-                    outcome = ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}")
-                if outcome.held:
-                    frontier.park((index, url))
-                else:
-                    ready.append(outcome)
-            if len(ready) >= ABSORB_BATCH or not inflight or time.monotonic() - last_absorb >= ABSORB_EVERY:
-                for item in self._absorb(state, ready, tally, empty):
-                    frontier.park(item)
-                ready, last_absorb = [], time.monotonic()
-                counts = state.links.counts()
-                self._show(f"{job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
-        for future in inflight:
-            future.cancel()
-        self._absorb(state, ready, tally, empty)  # finished work is kept even when stopping
-        self._end_progress()
-        tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
-        if not tally:
-            return 0
+
+    def _next_link(self, state: JobState, run: JobRun) -> tuple[int, str] | None:
+        """The next link whose host is not held: from the frontier, else pulled from the link file."""
+        for _ in range(PULL_MAX):
+            item = run.frontier.pop()
+            if item is not None:
+                return item
+            item = self._pull(state, run)
+            if item is None:
+                return None
+            run.frontier.append(item)
+        return None
+
+    def _pull(self, state: JobState, run: JobRun) -> tuple[int, str] | None:
+        """One pending link from the file that is not already ours. The file is asked again when links
+        were added (a harvest going on) or, for retries come due, every REREAD_EVERY seconds."""
+        while True:
+            if run.links is None:
+                if len(state.links) == run.seen_links and time.monotonic() - run.asked_at < REREAD_EVERY:
+                    return None
+                # --once asks again at once for the retries of earlier runs, only on its first look: a link
+                # that fails in this run waits for its backoff like any other.
+                run.links = state.links.pending(ignore_backoff=self.once and run.seen_links < 0)
+                run.seen_links, run.asked_at = len(state.links), time.monotonic()
+                fresh = True
+            else:
+                fresh = False
+            for index, url in run.links:
+                if index not in run.mine:
+                    run.mine.add(index)
+                    return index, url
+            run.links = None
+            if fresh:
+                return None
+
+    def _object_crashed(self, run: JobRun, index: int, url: str, exc: BaseException) -> None:
+        log.error("internal error fetching %s: %r", url, exc)  # a bug in a worker fails that link only
+        run.ready.append(ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}"))
+
+    def _object_done(self, run: JobRun, outcome: ObjectOutcome) -> None:
+        """Main thread: an object back from its worker; staged with the others of this turn."""
+        if outcome.held:
+            run.frontier.park((outcome.index, outcome.url))  # not sent: asked when the hold ends
+        else:
+            run.ready.append(outcome)
+
+    def _stage_objects(self, state: JobState, run: JobRun) -> None:
+        ready, run.ready = run.ready, []
+        if not ready:
+            return
+        again = self._absorb(state, ready, run.tally, run.empty)
+        for item in again:
+            run.frontier.park(item)  # refused with Retry-After: still ours, asked after the hold
+        kept = {index for index, _ in again}
+        for outcome in ready:
+            if outcome.index not in kept:
+                run.mine.discard(outcome.index)  # marked; or abandoned, so the file gives it again
+        run.tried_since_extend += len(ready)
         counts = state.links.counts()
-        empties = ", ".join(f"{name} {n}" for name, n in empty.most_common())
+        self._show(f"{state.job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
+        if run.tally and time.monotonic() - run.said_at >= SUMMARY_EVERY:
+            self._pass2_summary(state, run)
+
+    def _pass2_idle(self, run: JobRun) -> bool:
+        return run.drained and not run.ready and not self.scheduler.waiting(run.objects) \
+            and not self.scheduler.running_for(run.objects)
+
+    def _when_idle(self, state: JobState, run: JobRun) -> None:
+        """Nothing to send now and nothing in flight: an open range goes on, the tally is said, and
+        --once waits for a held host (within ONCE_WAIT_MAX) or leaves its links for the next run."""
+        if not self._pass2_idle(run):
+            return
+        if state.job.stop_after_misses is not None and run.tried_since_extend and not self.dry_run:
+            run.tried_since_extend = 0
+            if self._expand_template(state, scheduled=False):
+                run.drained = False  # the new links go at the next turn
+                return
+        harvesting = state.harvest is not None and state.harvest.active and not run.given_up
+        if run.tally and not harvesting:
+            self._pass2_summary(state, run)
+        if self.once and run.frontier.parked_count and not harvesting and not run.given_up:
+            self._hold_or_give_up(state, run, [_url_of(i) for i in run.frontier.parked_hosts().values()], "links",
+                                  run.frontier.parked_count)
+
+    def _pass2_summary(self, state: JobState, run: JobRun) -> None:
+        job, tally = state.job, run.tally
+        tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
+        counts = state.links.counts()
+        empties = ", ".join(f"{name} {n}" for name, n in run.empty.most_common())
         log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
                  "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
                  tally["gone"], tally["retry"], tally["dead"],
                  f", {tally['refused']} refused with Retry-After" if tally["refused"] else "",
-                 empties or "none", counts["pending"], time.monotonic() - started)
+                 empties or "none", counts["pending"], time.monotonic() - run.started)
         failed = tried - tally["done"]
         self._say(state, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                          + (f", {failed} failed" if failed else ""))
-        return tried
-
-    @staticmethod
-    def _pending_sample(state: JobState) -> Iterator[str]:
-        """Some pending links, enough to tell whether one is on a host not held: those tried before,
-        then the next untried ones (nothing is handed out; read only when a host is held)."""
-        return (url for _, url in itertools.islice(state.links.pending(hand_out=False), PENDING_SAMPLE))
+        self._end_progress()
+        run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
     def _fetch_object(self, state: JobState, index: int, url: str) -> ObjectOutcome:
         """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
@@ -479,31 +569,29 @@ class JobRunner:
                 else f"given up after {attempts} attempts")
         self._error(state, url, f"{error}; no request to {host} before {_utc(until)} (Retry-After); {then}")
 
-    def _wait_for_hold(self, state: JobState, urls: list[str], deadline: float | None, what: str,
-                       count: int | None = None) -> bool:
-        """Nothing in flight and only held hosts left: under --once sleep until the first hold ends, if
-        the job's wait budget allows (True: slept, go on); forever mode returns at once (the daemon's
-        loop comes back when the hold ends, see next_due)."""
-        if not urls or deadline is not None:
-            return False
+
+    def _hold_or_give_up(self, state: JobState, run: JobRun, urls: list[str], what: str, count: int) -> None:
+        """--once, only links or pages of held hosts left: wait for the first hold to end if the job's
+        budget (ONCE_WAIT_MAX in all) allows, else leave them for the next run."""
+        now = time.monotonic()
+        if now < run.wait_until:
+            return  # waiting already
         left = self._hold_left(urls)
         if left <= 0:
-            return True  # a hold ended meanwhile
+            return  # a hold ended meanwhile: the next turn sends them
         if state.waited + left > ONCE_WAIT_MAX:
             hosts = sorted({host_key(u) for u in urls})
-            message = (f"{count or len(urls)} {what} wait for {', '.join(hosts)} (Retry-After, {left:.0f} s more): "
+            message = (f"{count} {what} wait for {', '.join(hosts)} (Retry-After, {left:.0f} s more): "
                        "left for the next run")
             log.info("%s  %s", state.job.name, message)
             self._say(state, message)
-            return False
+            run.given_up = True
+            return
         log.info("%s  waiting %.1f s for %s (Retry-After)", state.job.name, left,
                  ", ".join(sorted({host_key(u) for u in urls})))
-        if self.stop.wait(left + 0.01):
-            return False
         state.waited += left
-        return True
+        run.wait_until = now + left
 
-    # -- what a person sees -------------------------------------------------------------------
     def _error(self, state: JobState, url: str, what: str) -> None:
         """errors.log, or with --dry-run a comment line among the printed records."""
         if self.dry_run:

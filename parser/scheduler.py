@@ -4,9 +4,11 @@ comes back to the main thread as it finishes, which absorbs it (the main thread 
 At most `workers` items run at once and at most `per_host` of them on one host (host:port, as the
 fetcher's own per-host slots count), so no worker ever waits for a host's slot. When workers are
 scarce, ready work is taken round-robin across hosts: one host with 5,000 due sources gets one turn
-in each round like a host with one. A host that asked for a pause (Retry-After) is skipped, not
-waited on. Whatever is ready but not running holds only a reference to its work; the results
-waiting for the main thread are at most `workers`, whatever the number of sources.
+in each round like a host with one. A source whose server asked for a pause (Retry-After) is not
+due until then (parser/source_schedule.py); a job's link on a held host comes back from its worker
+at once, unsent (linkgen.politeness.HostHeldError), and waits with the job until the hold ends.
+Whatever is ready but not running holds only a reference to its work; the results waiting for the
+main thread are at most `workers`, whatever the number of sources.
 """
 from __future__ import annotations
 
@@ -21,10 +23,6 @@ from typing import Any
 from .fetch import host_slot_key
 
 
-def _never_held(_url: str) -> float:
-    return 0.0
-
-
 @dataclass(eq=False)
 class Work:
     """One unit of work: `run` in a worker thread (it touches no shared state), then `absorb` with its
@@ -37,11 +35,9 @@ class Work:
 
 
 class Scheduler:
-    def __init__(self, workers: int, per_host: int, *, held_for: Callable[[str], float] = _never_held):
-        """held_for(url) -> seconds its host is still held (0: free)."""
+    def __init__(self, workers: int, per_host: int):
         self.workers = workers
         self.per_host = per_host
-        self.held_for = held_for
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch")
         self._done: queue.SimpleQueue[tuple[Work, Any, BaseException | None]] = queue.SimpleQueue()
         self._ready: dict[str, deque[Work]] = {}   # host -> its work, in the order it came
@@ -77,14 +73,14 @@ class Scheduler:
 
     def dispatch(self) -> int:
         """Start ready work while workers are free: one item per host in turn, skipping hosts at their
-        PER_HOST limit or held. Return how many were started."""
+        PER_HOST limit. Return how many were started."""
         started = 0
         passed = 0  # hosts passed over in a row: a whole round of them and nothing more can start
         while self.running < self.workers and passed < len(self._turns):
             host = self._turns[0]
             self._turns.rotate(-1)  # whatever happens, this host's next turn is after the others'
             line = self._ready[host]
-            if self._running_on[host] >= self.per_host or self.held_for(line[0].url) > 0:
+            if self._running_on[host] >= self.per_host:
                 passed += 1
                 continue
             work = line.popleft()

@@ -1,11 +1,13 @@
 """Which polled sources are due when, and their state between polls (state.json), for one daemon.
 
 The daemon asks `due(now)` for the sources to poll, hands each back with `done(source)` once its
-poll is absorbed, and calls `save()` as often as it likes: the file is written at most once per
-SAVE_EVERY seconds, and only when something changed, so 10,000 sources cost no more writes a minute
-than 100. A kill loses at most that much of validators and counters, never records (they are staged
-before their source's state changes). Shared mode replaces this class with one that keeps the same
-four calls on a database.
+poll is absorbed, and calls `save()` as often as it likes: the file is written only when something
+changed, at most once per SAVE_EVERY seconds, and for a big file less often still, so that its
+writes stay under STATE_WRITE_RATE (10,000 sources with a week of history each make about 5 MiB:
+written every 40 s, not every second). A flush and the stop always write it. A kill loses at most
+that much of validators, counters and due times (a source may be polled once more than needed),
+never records: they are staged before their source's state changes. Shared mode replaces this
+class with one that keeps the same calls on a database.
 
 Sources sharing an interval are spread over it when there are more of them than workers: each is
 first due at a fixed offset within its interval (from its name, so a restart keeps the spread),
@@ -25,6 +27,8 @@ from .settings import Source
 from .state import SourceState, load_states, pull_back, save_states
 
 SAVE_EVERY = 1.0  # seconds: state.json at most this often while polls come in
+STATE_WRITE_RATE = 128 * 1024  # bytes a second, on average, that state.json may cost between flushes
+SAVE_MAX_GAP = 60.0  # seconds: however big the file, it is written at least this often while it changes
 
 
 def spread_offset(name: str, interval: float) -> float:
@@ -46,6 +50,7 @@ class SourceSchedule:
         self._order = itertools.count()
         self._dirty = False
         self._saved_at = 0.0
+        self._gap = SAVE_EVERY               # seconds between writes, from the size of the last one
         self.saves = 0                      # how many times state.json was written (for the bench)
 
     def load(self, sources: Iterable[Source], longest_delay: Callable[[Source], float], *, spread: bool) -> None:
@@ -117,9 +122,11 @@ class SourceSchedule:
         if self.path is None or not self._dirty:
             return False
         now = time.monotonic()
-        if not force and now - self._saved_at < SAVE_EVERY:
+        if not force and now - self._saved_at < self._gap:
             return False
         save_states(self.path, self.states)
+        size = self.path.stat().st_size
+        self._gap = min(max(SAVE_EVERY, size / STATE_WRITE_RATE), SAVE_MAX_GAP)
         self._dirty, self._saved_at = False, now
         self.saves += 1
         return True
