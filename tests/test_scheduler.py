@@ -141,3 +141,27 @@ def test_a_polls_logged_seconds_are_its_own_not_the_wait_for_its_host(server, pr
     seconds = [float(s) for s in re.findall(r"d\d  new 1  duplicates 0  (\d+\.\d\d) s", project.log())]
     assert len(seconds) == 4
     assert all(0.9 <= s < 1.8 for s in seconds), seconds
+
+
+def test_pass_2_stores_objects_while_the_harvest_that_found_them_goes_on(server, project):
+    from tests.shop import HARVEST_FIELDS, Shop
+    Shop(server)
+    server.routes["/list/2"].delay = 5.0  # a slow listing keeps the harvest run open
+    project.write_params(LINK_JOBS=[{"name": "shop", "harvest": {"root": server.url("/"), "follow": r"/list/",
+                                                                  "depth": 3},
+                                     "objects": r"/item/\d+$", "fields": HARVEST_FIELDS}])
+    folder = project.staging / "jobs" / "shop"
+    proc = project.start("--once")
+
+    def staged_items() -> set[str]:
+        path = folder / "staging.csv"
+        return set(re.findall(r"Item \d+", path.read_text())) if path.exists() else set()
+    try:
+        wait_for(lambda: {f"Item {n}" for n in range(1, 5)} <= staged_items(), "the first listing's objects staged")
+        harvest_log = (folder / "harvest.log").read_text()
+        assert "\nend\t" not in harvest_log and "/list/2" not in [line.split("\t")[1] for line in
+                                                                  harvest_log.splitlines() if line.startswith("done")]
+    finally:
+        assert proc.wait(timeout=60) == 0
+    assert "\nend\t" in (folder / "harvest.log").read_text()
+    assert {r["name"] for r in project.rows("shop")} >= {f"Item {n}" for n in range(1, 9)}
