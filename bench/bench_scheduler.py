@@ -28,6 +28,21 @@ from tests.feeds import numbered_items, rss
 from tests.server import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
+PROFILED = """
+import cProfile, os, runpy, sys
+out, script = sys.argv[1], sys.argv[2]
+sys.argv = sys.argv[2:]
+sys.path.insert(0, os.path.dirname(script))  # this tree's parser, not an installed one
+profile = cProfile.Profile()
+real_exit = os._exit
+def exit_profiled(code):
+    profile.disable()
+    profile.dump_stats(out)
+    real_exit(code)
+os._exit = exit_profiled  # the daemon leaves by os._exit (parser/cli.py)
+profile.enable()
+runpy.run_path(script, run_name="__main__")
+"""
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -50,6 +65,7 @@ def main() -> None:
     ap.add_argument("--sources", type=int, default=10_000)
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--interval", type=float, default=60)
+    ap.add_argument("--profile", metavar="PATH", help="profile the daemon's main thread (cProfile) into PATH")
     args = ap.parse_args()
 
     servers = [LoopbackServer(host=f"127.0.0.{h + 1}").start() for h in range(args.hosts)]
@@ -71,8 +87,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "params.py").write_text(f"SOURCES = {sources!r}\nDB_URL = 'sqlite:///db/items.db'\n")
-        proc = subprocess.Popen([sys.executable, str(ROOT / "run_daemon.py"), "--params", str(folder / "params.py")],
-                                cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        command = [sys.executable, str(ROOT / "run_daemon.py"), "--params", str(folder / "params.py")]
+        if args.profile:
+            command[1:2] = ["-c", PROFILED, str(Path(args.profile).resolve()), str(ROOT / "run_daemon.py")]
+        proc = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.monotonic()
         end = started + args.minutes * 60
         next_change = started + args.interval

@@ -41,7 +41,7 @@ from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
 from .scheduler import Scheduler, Work
 from .settings import Settings, Source, load_settings
-from .sink import Sink, print_records, select_new
+from .sink import Sink, Staged, print_records, select_new
 from .source_schedule import SourceSchedule
 from .state import SourceState, iso
 from .urls import redact_url
@@ -130,6 +130,7 @@ class Daemon:
         self.schedule = SourceSchedule(None if options.dry_run else self.state_path, self.clock,
                                        workers=settings.concurrency)
         self.tally = PollTally()
+        self.finished_polls: list[PollOutcome] = []  # back from the workers, absorbed together
         self.tally_since = time.monotonic()
         self.sink: Sink | None = None
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
@@ -250,7 +251,7 @@ class Daemon:
             if self.jobs:
                 self.jobs.offer()
             self.scheduler.dispatch()
-            self.scheduler.absorb(self._seconds_until_next(next_flush))
+            self._absorb_finished(self._seconds_until_next(next_flush))
             if self.clock() >= next_flush:
                 self.flush("interval")
                 next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
@@ -282,7 +283,7 @@ class Daemon:
             if self.scheduler.idle() and (self.jobs is None or self.jobs.finished()):
                 break
             self.scheduler.dispatch()
-            self.scheduler.absorb(CONTROL_TICK)
+            self._absorb_finished(CONTROL_TICK)
         self._keep_finished()
         self._stage_received()
         self._summary()
@@ -296,7 +297,7 @@ class Daemon:
 
     def _keep_finished(self) -> None:
         """Stopping or done: what finished is kept; what the stop cut short is no failure (not absorbed)."""
-        self.scheduler.absorb(0)
+        self._absorb_finished(0)
         if self.jobs:
             self.jobs.keep_finished()
 
@@ -450,11 +451,29 @@ class Daemon:
 
     def _absorbed(self, source: Source, outcome: PollOutcome) -> None:
         outcome.source = source  # as params.py has it, not the address it was polled at
+        self.finished_polls.append(outcome)
+
+    def _absorb_finished(self, timeout: float) -> None:
+        """Wait up to `timeout` for finished work, then absorb it: the polls' records staged together
+        (one fsync for all of them, parser/sink.py), then each source's state and log lines."""
+        self.scheduler.absorb(timeout)
+        outcomes, self.finished_polls = self.finished_polls, []
         try:
-            if not outcome.abandoned:
-                self._absorb(outcome, self.tally)
+            kept = [o for o in outcomes if not o.abandoned]  # cut short by the stop: no failure, no state
+            staged = self._stage_polls(kept)
+            for outcome in kept:
+                self._absorb(outcome, self.tally, staged.get(id(outcome)))
         finally:
-            self.schedule.done(source)
+            for outcome in outcomes:
+                self.schedule.done(outcome.source)
+
+    def _stage_polls(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
+        """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
+        if self.options.dry_run:
+            return {}
+        polled = [o for o in outcomes if o.error is None and not o.result.not_modified]
+        batches = [(o.parsed.records, self._feed_links(o.source, o)) for o in polled]
+        return {id(o): staged for o, staged in zip(polled, self.sink.stage_many(batches), strict=True)}
 
     def _poll_crashed(self, source: Source, exc: BaseException) -> None:
         """A bug in a worker is that source's error, not the daemon's."""
@@ -491,7 +510,7 @@ class Daemon:
         outcome.seconds = max(time.monotonic() - started - slot_wait(), 0.0)
         return outcome
 
-    def _absorb(self, outcome: PollOutcome, summary: PollTally) -> None:
+    def _absorb(self, outcome: PollOutcome, summary: PollTally, staged: Staged | None) -> None:
         """Main thread: stage one source's records, then update its state and write its log lines."""
         source, now = outcome.source, self.clock()
         summary.polled += 1
@@ -520,8 +539,6 @@ class Daemon:
             state.last_outcome = "304"
             state.count(now, not_modified=1)
         else:
-            links = self._feed_links(source, outcome)
-            staged = self.sink.stage(outcome.parsed.records, links)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
             for note in outcome.parsed.notes:
