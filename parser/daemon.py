@@ -666,21 +666,28 @@ class Daemon:
         return ok
 
     def _flush(self, why: str) -> tuple[bool, int, int, str | None]:
+        """Every sink (the feeds' and each job's) into its table, with one error path: a table that
+        cannot be written keeps its rows staged for the next flush, and the others go on."""
         self._stage_received()
-        # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
-        # up from the hash file anyway.
-        self.sink.save()
-        jobs_ok = self.jobs.flush(self.db, why) if self.jobs else True
-        try:
-            written, already = self.sink.flush(self.db)
-        except StorageError as exc:
-            pending = self.sink.staging.pending_rows()
-            logs.error_line("flush", redact_url(self.settings.db_url),
-                            f"{exc}; {pending} records kept in staging for the next flush")
-            log.info("flush (%s) failed: %s", why, exc, extra=logs.ALSO_IN_ERRORS)
-            return False, 0, 0, str(exc)
-        if written or already or why in ("stop", "once"):  # an interval with nothing to write says nothing
-            log.info("flush (%s): %d rows written to items%s", why, written,
-                     f", {already} already stored" if already else "")
-        return jobs_ok, written, already, None if jobs_ok else "a job's table could not be written (see errors.log)"
-
+        written = already = 0
+        errors: list[str] = []
+        for sink in [self.sink, *(self.jobs.sinks() if self.jobs else ())]:
+            # The Bloom filter is saved here, not per poll: it can be megabytes, and a restart catches
+            # up from the hash file anyway.
+            sink.save()
+            try:
+                rows, known = sink.flush(self.db)
+            except StorageError as exc:
+                pending = sink.staging.pending_rows()
+                logs.error_line("flush", redact_url(self.settings.db_url),
+                                f"{exc}; {pending} records kept in staging for the next flush"
+                                + ("" if sink is self.sink else f" (table {sink.table})"))
+                log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
+                errors.append(str(exc) if sink is self.sink else f"{sink.table}: {exc}")
+                continue
+            written, already = written + rows, already + known
+            # An interval with nothing to write says nothing; the last flush always says how it went.
+            if rows or known or (sink is self.sink and why in ("stop", "once")):
+                log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
+                         f", {known} already stored" if known else "")
+        return not errors, written, already, "; ".join(errors) or None

@@ -15,7 +15,7 @@ The refused link or page spends one attempt and is asked again when the hold end
 that were only kept back spend none. --once waits for holds up to ONCE_WAIT_MAX seconds per job,
 then leaves the rest for the next run; forever mode moves on and comes back when the hold ends.
 
-Each job keeps its files in STAGING_DIR/jobs/<name>/ (parser/job_state.py). With --dry-run both
+Each job keeps its files in STAGING_DIR/jobs/<name>/ (parser/job_files.py). With --dry-run both
 passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the records are printed.
 """
 from __future__ import annotations
@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import TextIO
 
-from db.store import Database
 from linkgen.frontier import HostFrontier
 from linkgen.harvest import PageResult, fetch_page, in_domains
 from linkgen.linkfile import MAX_ATTEMPTS, Link, Mark
@@ -39,14 +38,15 @@ from linkgen.politeness import HostHeldError, HostPacer, Robots, host_key, polit
 from linkgen.templates import expand, expand_urls
 
 from . import logs
-from .errors import FetchError, ParseError, StorageError
+from .errors import FetchError, ParseError
 from .extract import extract_fields, parse_html
 from .fetch import Fetcher
+from .job_files import JobFiles, job_folder
 from .job_settings import LinkJob
-from .job_state import JobState, job_folder
 from .record import now_iso
 from .scheduler import Scheduler, Work
 from .settings import Settings
+from .sink import Sink
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -147,7 +147,7 @@ class JobRunner:
         self.window = settings.concurrency
         self.pacer = HostPacer(stop=stop)
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
-        self.states: list[JobState] = []
+        self.job_files: list[JobFiles] = []
         self.runs: dict[str, JobRun] = {}
         # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
         self.progress = logs.progress_line(progress)
@@ -158,135 +158,122 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = self.clock()
         for job in self.jobs:
-            state = JobState(job, self.settings, self.clock, dry_run=self.dry_run, out=self.out)
-            recovered = state.recover_staged()
+            files = JobFiles(job, self.settings, self.clock, dry_run=self.dry_run, out=self.out)
+            recovered = files.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
                          job.name, recovered)
-            for host, until in state.holds.items():
+            for host, until in files.holds.items():
                 if until > now:  # a pause a server asked for before the restart still holds
                     self.pacer.hold(host, until - now)
                     log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
                              job.name, host, _utc(until))
-            self.states.append(state)
+            self.job_files.append(files)
             self.runs[job.name] = JobRun(HostFrontier(self.pacer.key_held_for, url_of=_url_of), job.name)
 
     def close(self) -> None:
-        for state in self.states:
-            state.close()
+        for files in self.job_files:
+            files.close()
 
-    def flush(self, db: Database, why: str) -> bool:
-        ok = True
-        for state in self.states:
-            state.sink.save()  # the Bloom filter, as the feeds' sink does: at flush, not every batch
-            try:
-                written, already = state.sink.flush(db)
-            except StorageError as exc:
-                pending = state.sink.staging.pending_rows()
-                logs.error_line(state.job.name, "flush", f"{exc}; {pending} records kept in staging for the next flush")
-                log.info("flush (%s) of %s failed: %s", why, state.job.name, exc, extra=logs.ALSO_IN_ERRORS)
-                ok = False
-                continue
-            if written or already:
-                log.info("flush (%s): %d rows written to %s%s", why, written, state.job.name,
-                         f", {already} already stored" if already else "")
-        return ok
+    def sinks(self) -> list[Sink]:
+        """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
+        return [files.sink for files in self.job_files]
 
     # -- the daemon's turn --------------------------------------------------------------------
     def offer(self) -> None:
         """Main thread, at every turn of the daemon's loop: stage the objects fetched since the last
         turn, start pass 1 when it is due, and hand pages and links to the scheduler."""
-        for state in self.states:
+        for files in self.job_files:
             if self.stop.is_set():
                 return
-            run = self.runs[state.job.name]
-            self._stage_objects(state, run)
-            self._pass1(state, run)
+            run = self.runs[files.job.name]
+            self._stage_objects(files, run)
+            self._pass1(files, run)
             if not self.links_only:
-                self._offer_links(state, run)
-                self._when_idle(state, run)
+                self._offer_links(files, run)
+                self._when_idle(files, run)
 
     def keep_finished(self) -> None:
         """Stopping: what was fetched is staged all the same."""
-        for state in self.states:
-            self._stage_objects(state, self.runs[state.job.name])
+        for files in self.job_files:
+            self._stage_objects(files, self.runs[files.job.name])
         self._end_progress()
 
     def finished(self) -> bool:
         """--once: every job has done what this run can do."""
-        return self.stop.is_set() or all(self._job_finished(state, self.runs[state.job.name])
-                                         for state in self.states)
+        return self.stop.is_set() or all(self._job_finished(files, self.runs[files.job.name])
+                                         for files in self.job_files)
 
-    def _job_finished(self, state: JobState, run: JobRun) -> bool:
+    def _job_finished(self, files: JobFiles, run: JobRun) -> bool:
         if self.scheduler.waiting(run.pages) or self.scheduler.running_for(run.pages):
             return False
-        if not run.pass1_ran or (state.harvest and state.harvest.active and not run.given_up):
+        if not run.pass1_ran or (files.harvest and files.harvest.active and not run.given_up):
             return False
         return self.links_only or run.given_up or (self._pass2_idle(run) and not run.frontier.parked_count)
 
     # -- pass 1 -------------------------------------------------------------------------------
-    def _pass1(self, state: JobState, run: JobRun) -> None:
-        due = not run.pass1_ran if self.once else state.pass1_due(self.clock())
-        if state.harvest is None:
+    def _pass1(self, files: JobFiles, run: JobRun) -> None:
+        due = not run.pass1_ran if self.once else files.pass1_due(self.clock())
+        if files.harvest is None:
             if due:
-                self._expand_template(state, scheduled=True)
+                self._expand_template(files, scheduled=True)
             run.pass1_ran = True
             return
-        harvest = state.harvest
+        harvest = files.harvest
         if not harvest.active:
             if not due:
                 return
-            harvest.start(len(state.links))
+            harvest.start(len(files.links))
             run.harvest_at = time.monotonic()
         elif not run.harvest_at:
-            log.info("%s  pass 1: resuming harvest run %d (%d pages done)", state.job.name, harvest.run,
+            log.info("%s  pass 1: resuming harvest run %d (%d pages done)", files.job.name, harvest.run,
                      harvest.pages_done)
             run.harvest_at = time.monotonic()
         run.pass1_ran = True
         if run.given_up:
             return
         room = self.window - self.scheduler.waiting(run.pages) - self.scheduler.running_for(run.pages)
-        job = state.job
+        job = files.job
         for url, depth in harvest.take(max(room, 0), held_for=self.pacer.key_held_for):
             self.scheduler.add(Work(url=url, owner=run.pages,
                                     run=partial(fetch_page, url, depth, job.harvest, fetcher=self.fetcher,
                                                 pacer=self.pacer, robots=self.robots, delay=job.delay),
-                                    absorb=partial(self._page_done, state, run),
-                                    failed=partial(self._page_crashed, state, run, url, depth)))
+                                    absorb=partial(self._page_done, files, run),
+                                    failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
-            self._end_harvest(state, run)
+            self._end_harvest(files, run)
         elif self.once and not harvest.taken and harvest.waiting:
             # Only pages on held hosts are left: --once waits for them within its budget.
-            self._hold_or_give_up(state, run, harvest.level_waiting(self.pacer.key_held_for), "pages",
+            self._hold_or_give_up(files, run, harvest.level_waiting(self.pacer.key_held_for), "pages",
                                   harvest.waiting)
 
-    def _page_crashed(self, state: JobState, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
+    def _page_crashed(self, files: JobFiles, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
         """A bug in a worker fails that page, not the daemon."""
         log.error("internal error harvesting %s: %r", url, exc)
-        self._page_done(state, run, PageResult(url=url, depth=depth, error=f"internal error: {exc!r}"))
+        self._page_done(files, run, PageResult(url=url, depth=depth, error=f"internal error: {exc!r}"))
 
-    def _page_done(self, state: JobState, run: JobRun, result: PageResult) -> None:
+    def _page_done(self, files: JobFiles, run: JobRun, result: PageResult) -> None:
         """Main thread: one harvest page back from its worker."""
-        job, harvest, links, url = state.job, state.harvest, state.links, result.url
+        job, harvest, links, url = files.job, files.harvest, files.links, result.url
         if result.held or (result.error and self.stop.is_set() and result.retry_after is None):
             harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
             return
         if result.retry_after is not None:
             attempts = harvest.refused(result)
-            self._refusal(state, url, f"harvest: {result.error}", attempts,
+            self._refusal(files, url, f"harvest: {result.error}", attempts,
                           "dead" if harvest.out_of_attempts(url) else "refused")
             if not harvest.out_of_attempts(url):
                 return  # still queued: asked again when the hold ends
         links.add(harvest.links_of(result))  # the links first: a page is marked done only after
         harvest.record(result)
         if result.error and result.retry_after is None:
-            self._error(state, url, f"harvest: {result.error}")
+            self._error(files, url, f"harvest: {result.error}")
         self._show(f"{job.name}: pass 1: {harvest.pages_done} pages fetched, {len(links)} links")
         if harvest.finished() and not self.stop.is_set():
-            self._end_harvest(state, run)
+            self._end_harvest(files, run)
 
-    def _end_harvest(self, state: JobState, run: JobRun) -> None:
-        job, harvest, links = state.job, state.harvest, state.links
+    def _end_harvest(self, files: JobFiles, run: JobRun) -> None:
+        job, harvest, links = files.job, files.harvest, files.links
         if not harvest.active:
             return
         new = len(links) - harvest.links_before
@@ -294,17 +281,17 @@ class JobRunner:
                    f"{'' if self.dry_run else ' in the file'}, {new} new")
         if harvest.stopped_at_max:
             summary += f"; stopped at max_pages ({job.harvest.max_pages})"
-        state.pass1_finished(self.clock())  # before 'end': a crash between them only ends an empty run again
+        files.pass1_finished(self.clock())  # before 'end': a crash between them only ends an empty run again
         harvest.end(summary)
         self._end_progress()
         log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary,
                  time.monotonic() - (run.harvest_at or time.monotonic()))
         run.harvest_at = 0.0
-        self._say(state, f"pass 1 (harvest): {summary}")
+        self._say(files, f"pass 1 (harvest): {summary}")
 
-    def _expand_template(self, state: JobState, *, scheduled: bool) -> int:
+    def _expand_template(self, files: JobFiles, *, scheduled: bool) -> int:
         """Add the template's links to the link file; return how many were new."""
-        job, links = state.job, state.links
+        job, links = files.job, files.links
         started, before = time.monotonic(), len(links)
         today = datetime.fromtimestamp(self.clock(), UTC).date()
         probes: list[str] = []
@@ -340,11 +327,11 @@ class JobRunner:
             gone = [u for u in probes if links.status(u) == "gone"]
             links.mark(Mark(u, "reopen", "end of an open range: asked again") for u in gone)
             reopened = len(gone)
-            state.pass1_finished(self.clock())
+            files.pass1_finished(self.clock())
             log.info("%s  pass 1 (template): %d links in the file, %d new%s  %.2f s", job.name, len(links), new,
                      f", {reopened} misses at the end of the range asked again" if reopened else "",
                      time.monotonic() - started)
-            self._say(state, f"pass 1 (template): {len(links)} links, {new} new"
+            self._say(files, f"pass 1 (template): {len(links)} links, {new} new"
                       + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
                          if pending_seen > DRY_RUN_LINKS else ""))
         elif new:
@@ -353,7 +340,7 @@ class JobRunner:
 
 
     # -- pass 2 -------------------------------------------------------------------------------
-    def _offer_links(self, state: JobState, run: JobRun) -> None:
+    def _offer_links(self, files: JobFiles, run: JobRun) -> None:
         """Hand pending links to the scheduler, at most CONCURRENCY of this job's waiting or running."""
         if run.given_up:
             return
@@ -363,7 +350,7 @@ class JobRunner:
             if self.dry_run and run.handed >= DRY_RUN_LINKS:
                 run.drained = True
                 return
-            item = self._next_link(state, run)
+            item = self._next_link(files, run)
             if item is None:
                 run.drained = True
                 return
@@ -371,38 +358,38 @@ class JobRunner:
             if not run.started:
                 run.started = run.said_at = time.monotonic()
             self.scheduler.add(Work(url=url, owner=run.objects,
-                                    run=partial(self._fetch_object, state, index, url),
+                                    run=partial(self._fetch_object, files, index, url),
                                     absorb=partial(self._object_done, run),
                                     failed=partial(self._object_crashed, run, index, url)))
             run.handed += 1
             room -= 1
-            if self.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(state, run) is not None:
-                self._say(state, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
+            if self.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(files, run) is not None:
+                self._say(files, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
                                  f"{DRY_RUN_LINKS} and stops there")
 
-    def _next_link(self, state: JobState, run: JobRun) -> tuple[int, str] | None:
+    def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
         """The next link whose host is not held: from the frontier, else pulled from the link file."""
         for _ in range(PULL_MAX):
             item = run.frontier.pop()
             if item is not None:
                 return item
-            item = self._pull(state, run)
+            item = self._pull(files, run)
             if item is None:
                 return None
             run.frontier.append(item)
         return None
 
-    def _pull(self, state: JobState, run: JobRun) -> tuple[int, str] | None:
+    def _pull(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
         """One pending link from the file that is not already ours. The file is asked again when links
         were added (a harvest going on) or, for retries come due, every REREAD_EVERY seconds."""
         while True:
             if run.links is None:
-                if len(state.links) == run.seen_links and time.monotonic() - run.asked_at < REREAD_EVERY:
+                if len(files.links) == run.seen_links and time.monotonic() - run.asked_at < REREAD_EVERY:
                     return None
                 # --once asks again at once for the retries of earlier runs, only on its first look: a link
                 # that fails in this run waits for its backoff like any other.
-                run.links = state.links.pending(ignore_backoff=self.once and run.seen_links < 0)
-                run.seen_links, run.asked_at = len(state.links), time.monotonic()
+                run.links = files.links.pending(ignore_backoff=self.once and run.seen_links < 0)
+                run.seen_links, run.asked_at = len(files.links), time.monotonic()
                 fresh = True
             else:
                 fresh = False
@@ -425,11 +412,11 @@ class JobRunner:
         else:
             run.ready.append(outcome)
 
-    def _stage_objects(self, state: JobState, run: JobRun) -> None:
+    def _stage_objects(self, files: JobFiles, run: JobRun) -> None:
         ready, run.ready = run.ready, []
         if not ready:
             return
-        again = self._absorb(state, ready, run.tally, run.empty)
+        again = self._absorb(files, ready, run.tally, run.empty)
         for item in again:
             run.frontier.park(item)  # refused with Retry-After: still ours, asked after the hold
         kept = {index for index, _ in again}
@@ -437,36 +424,36 @@ class JobRunner:
             if outcome.index not in kept:
                 run.mine.discard(outcome.index)  # marked; or abandoned, so the file gives it again
         run.tried_since_extend += len(ready)
-        counts = state.links.counts()
-        self._show(f"{state.job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
+        counts = files.links.counts()
+        self._show(f"{files.job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
         if run.tally and time.monotonic() - run.said_at >= SUMMARY_EVERY:
-            self._pass2_summary(state, run)
+            self._pass2_summary(files, run)
 
     def _pass2_idle(self, run: JobRun) -> bool:
         return run.drained and not run.ready and not self.scheduler.waiting(run.objects) \
             and not self.scheduler.running_for(run.objects)
 
-    def _when_idle(self, state: JobState, run: JobRun) -> None:
+    def _when_idle(self, files: JobFiles, run: JobRun) -> None:
         """Nothing to send now and nothing in flight: an open range goes on, the tally is said, and
         --once waits for a held host (within ONCE_WAIT_MAX) or leaves its links for the next run."""
         if not self._pass2_idle(run):
             return
-        if state.job.stop_after_misses is not None and run.tried_since_extend and not self.dry_run:
+        if files.job.stop_after_misses is not None and run.tried_since_extend and not self.dry_run:
             run.tried_since_extend = 0
-            if self._expand_template(state, scheduled=False):
+            if self._expand_template(files, scheduled=False):
                 run.drained = False  # the new links go at the next turn
                 return
-        harvesting = state.harvest is not None and state.harvest.active and not run.given_up
+        harvesting = files.harvest is not None and files.harvest.active and not run.given_up
         if run.tally and not harvesting:
-            self._pass2_summary(state, run)
+            self._pass2_summary(files, run)
         if self.once and run.frontier.parked_count and not harvesting and not run.given_up:
-            self._hold_or_give_up(state, run, [_url_of(i) for i in run.frontier.parked_hosts().values()], "links",
+            self._hold_or_give_up(files, run, [_url_of(i) for i in run.frontier.parked_hosts().values()], "links",
                                   run.frontier.parked_count)
 
-    def _pass2_summary(self, state: JobState, run: JobRun) -> None:
-        job, tally = state.job, run.tally
+    def _pass2_summary(self, files: JobFiles, run: JobRun) -> None:
+        job, tally = files.job, run.tally
         tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
-        counts = state.links.counts()
+        counts = files.links.counts()
         empties = ", ".join(f"{name} {n}" for name, n in run.empty.most_common())
         log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
                  "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
@@ -474,17 +461,17 @@ class JobRunner:
                  f", {tally['refused']} refused with Retry-After" if tally["refused"] else "",
                  empties or "none", counts["pending"], time.monotonic() - run.started)
         failed = tried - tally["done"]
-        self._say(state, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
+        self._say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                          + (f", {failed} failed" if failed else ""))
         self._end_progress()
         run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
-    def _fetch_object(self, state: JobState, index: int, url: str) -> ObjectOutcome:
+    def _fetch_object(self, files: JobFiles, index: int, url: str) -> ObjectOutcome:
         """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
         Touches no file."""
         try:
-            harvest = state.job.harvest
-            response = polite_get(url, fetcher=self.fetcher, pacer=self.pacer, delay=state.job.delay,
+            harvest = files.job.harvest
+            response = polite_get(url, fetcher=self.fetcher, pacer=self.pacer, delay=files.job.delay,
                                   robots=self.robots if harvest else None,
                                   may_follow=(lambda target: in_domains(target, harvest.allowed_domains))
                                   if harvest else None)
@@ -497,18 +484,18 @@ class JobRunner:
                                  abandoned=self.stop.is_set() and not refused)
         except ParseError as exc:
             return ObjectOutcome(url=url, index=index, error=str(exc))
-        extracted = extract_fields(doc, state.selectors)
+        extracted = extract_fields(doc, files.selectors)
         record = {"url": url, "fetched": now_iso(self.clock), **extracted.values}
         return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty)
 
-    def _absorb(self, state: JobState, ready: list[ObjectOutcome], tally: Counter,
+    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter,
                 empty: Counter) -> list[tuple[int, str]]:
         """Main thread: stage the records (durably), then mark their links; log the failures. Return the
         refused links (line, URL) that may be asked again (after their host's hold)."""
         ready = [o for o in ready if not o.abandoned]
         if not ready:
             return []
-        staged = state.sink.stage([o.record for o in ready if o.record is not None])
+        staged = files.sink.stage([o.record for o in ready if o.record is not None])
         tally["new"] += len(staged.new)
         tally["duplicates"] += staged.duplicates
         marks = []
@@ -522,12 +509,12 @@ class JobRunner:
                 marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
                                   outcome.index))
         again = []
-        for mark, link_state in state.links.mark(marks):
+        for mark, link_state in files.links.mark(marks):
             tally[link_state.status] += 1
             if mark.status == "done":
                 continue
             if mark.status == "refused":
-                self._refusal(state, mark.url, mark.detail, link_state.attempts, link_state.status)
+                self._refusal(files, mark.url, mark.detail, link_state.attempts, link_state.status)
                 if link_state.status == "refused":
                     again.append((mark.index, mark.url))
                 continue
@@ -539,7 +526,7 @@ class JobRunner:
                 what = f"{mark.detail}; attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
             else:
                 what = f"{mark.detail}; given up after {link_state.attempts} attempts"
-            self._error(state, mark.url, what)
+            self._error(files, mark.url, what)
         return again
 
     # -- holds (429/503 with Retry-After) -----------------------------------------------------
@@ -556,21 +543,21 @@ class JobRunner:
             left = min(left, wait_s)
         return 0.0 if left == float("inf") else left
 
-    def _refusal(self, state: JobState, url: str, error: str, attempts: int, status: str) -> None:
+    def _refusal(self, files: JobFiles, url: str, error: str, attempts: int, status: str) -> None:
         """Main thread: a request was refused with Retry-After. Keep the host's hold for a restart and
         say so in parser.log and errors.log."""
         host = host_key(url)
         now = self.clock()
         until = now + self.pacer.held_for(url)
-        state.remember_hold(host, until, now)
-        log.info("%s  %s asked for a pause (%s): no request to it before %s", state.job.name, host,
+        files.remember_hold(host, until, now)
+        log.info("%s  %s asked for a pause (%s): no request to it before %s", files.job.name, host,
                  error.removeprefix("harvest: "), _utc(until))
         then = (f"attempt {attempts} of {MAX_ATTEMPTS}, asked again then" if status != "dead"
                 else f"given up after {attempts} attempts")
-        self._error(state, url, f"{error}; no request to {host} before {_utc(until)} (Retry-After); {then}")
+        self._error(files, url, f"{error}; no request to {host} before {_utc(until)} (Retry-After); {then}")
 
 
-    def _hold_or_give_up(self, state: JobState, run: JobRun, urls: list[str], what: str, count: int) -> None:
+    def _hold_or_give_up(self, files: JobFiles, run: JobRun, urls: list[str], what: str, count: int) -> None:
         """--once, only links or pages of held hosts left: wait for the first hold to end if the job's
         budget (ONCE_WAIT_MAX in all) allows, else leave them for the next run."""
         now = time.monotonic()
@@ -579,30 +566,30 @@ class JobRunner:
         left = self._hold_left(urls)
         if left <= 0:
             return  # a hold ended meanwhile: the next turn sends them
-        if state.waited + left > ONCE_WAIT_MAX:
+        if files.waited + left > ONCE_WAIT_MAX:
             hosts = sorted({host_key(u) for u in urls})
             message = (f"{count} {what} wait for {', '.join(hosts)} (Retry-After, {left:.0f} s more): "
                        "left for the next run")
-            log.info("%s  %s", state.job.name, message)
-            self._say(state, message)
+            log.info("%s  %s", files.job.name, message)
+            self._say(files, message)
             run.given_up = True
             return
-        log.info("%s  waiting %.1f s for %s (Retry-After)", state.job.name, left,
+        log.info("%s  waiting %.1f s for %s (Retry-After)", files.job.name, left,
                  ", ".join(sorted({host_key(u) for u in urls})))
-        state.waited += left
+        files.waited += left
         run.wait_until = now + left
 
-    def _error(self, state: JobState, url: str, what: str) -> None:
+    def _error(self, files: JobFiles, url: str, what: str) -> None:
         """errors.log, or with --dry-run a comment line among the printed records."""
         if self.dry_run:
-            print(f"# {state.job.name}: {redact_url(url)}: {' '.join(what.split())}", file=self.out)
+            print(f"# {files.job.name}: {redact_url(url)}: {' '.join(what.split())}", file=self.out)
         else:
-            logs.error_line(state.job.name, url, what)
+            logs.error_line(files.job.name, url, what)
 
-    def _say(self, state: JobState, text: str) -> None:
+    def _say(self, files: JobFiles, text: str) -> None:
         """--dry-run only: a comment line among the printed records."""
         if self.dry_run:
-            print(f"# {state.job.name}: {text}", file=self.out)
+            print(f"# {files.job.name}: {text}", file=self.out)
             self.out.flush()
 
     def _show(self, text: str) -> None:
