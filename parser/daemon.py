@@ -268,7 +268,8 @@ class Daemon:
         return 0
 
     def _run_once(self) -> int:
-        """--once: every selected source at once (Retry-After apart), then the jobs, then one flush."""
+        """--once: every selected source once (Retry-After apart) and the jobs to their end, side by side
+        on the one worker loop; then one flush."""
         now = self.clock()
         for source in self.sources:
             state = self.schedule.state(source)
@@ -465,7 +466,7 @@ class Daemon:
                 self._absorb(outcome, self.tally, staged.get(id(outcome)))
         finally:
             for outcome in outcomes:
-                self.schedule.done(outcome.source)
+                self.schedule.done(outcome.source, self._state(outcome.source))
 
     def _stage_polls(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
         """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""

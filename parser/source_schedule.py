@@ -1,13 +1,13 @@
 """Which polled sources are due when, and their state between polls (state.json), for one daemon.
 
-The daemon asks `due(now)` for the sources to poll, hands each back with `done(source)` once its
-poll is absorbed, and calls `save()` as often as it likes: the file is written only when something
-changed, at most once per SAVE_EVERY seconds, and for a big file less often still, so that its
-writes stay under STATE_WRITE_RATE (10,000 sources with a week of history each make about 5 MiB:
-written every 40 s, not every second). A flush and the stop always write it. A kill loses at most
-that much of validators, counters and due times (a source may be polled once more than needed),
-never records: they are staged before their source's state changes. Shared mode replaces this
-class with one that keeps the same calls on a database.
+The daemon asks `due(now)` for the sources to poll, hands each back with `done(source, state)` once
+its poll is absorbed (the state it leaves, to be written), and calls `save()` as often as it likes:
+the file is written only when something changed, at most once per SAVE_EVERY seconds, and for a big
+file less often still, so that its writes stay under STATE_WRITE_RATE (10,000 sources with a week
+of history each make about 5 MiB: written every 40 s, not every second). A flush and the stop
+always write it. A kill loses at most that much of validators, counters and due times (a source may
+be polled once more than needed), never records: they are staged before their source's state
+changes. Shared mode replaces this class with one that keeps the same calls on a database.
 
 Sources sharing an interval are spread over it when there are more of them than workers: each is
 first due at a fixed offset within its interval (from its name, so a restart keeps the spread),
@@ -109,12 +109,12 @@ class SourceSchedule:
             heapq.heappop(self._heap)
         return float("inf")
 
-    def done(self, source: Source) -> None:
-        """Its poll is absorbed (or was abandoned): due again at the time its state now says."""
+    def done(self, source: Source, state: SourceState) -> None:
+        """Its poll is absorbed (or was abandoned): `state` is written with the next save, and the source
+        is due again at the time it says."""
         self._out.discard(source.name)
         self.changed()
         if source.name in self.sources:
-            state = self.state(source)
             self._push(source.name, max(state.next_due, state.not_before))
 
     def save(self, *, force: bool = False) -> bool:
