@@ -6,7 +6,7 @@
   start, and then counts with time.monotonic, so a wall clock set a year ahead (or an hour back)
   while the daemon runs moves no due time. Its values are epoch seconds, so they can be saved; at
   the next start, a saved due time further ahead than its interval is pulled back (parser/state.py,
-  parser/job_state.py), which covers a clock that jumped between two runs.
+  parser/job_files.py), which covers a clock that jumped between two runs.
 
 Test hook, and nothing else: when the environment variable PARSER_CLOCK_OFFSET_FILE names a file,
 `wall()` adds the number of seconds written in it (re-read at every call; a missing or unreadable

@@ -1,8 +1,10 @@
-"""The loop: poll due sources concurrently, stage their new records, flush on FLUSH_INTERVAL.
+"""The loop: poll each source when it is due, stage its new records, flush on FLUSH_INTERVAL.
 
 This is the one place that strings fetch -> parse -> uniqueness -> staging -> flush together.
-Fetching and parsing run in worker threads; everything that writes (staging, hash files,
-state, logs) runs in the main thread, one source's result at a time, so nothing needs a lock.
+Fetching and parsing run in worker threads (parser/scheduler.py); everything that writes (staging,
+hash files, state, logs) runs in the main thread, one source's result at a time as it arrives, so
+nothing needs a lock and a slow source delays nothing but itself. Which source is due when is kept
+by parser/source_schedule.py.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from types import MappingProxyType
 from typing import TextIO
 from urllib.parse import urlsplit
@@ -27,7 +29,7 @@ from .clock import ScheduleClock, wall
 from .control import ControlBox, Request
 from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, SettingsError, StorageError
-from .fetch import Fetcher, FetchResult
+from .fetch import Fetcher, FetchResult, slot_wait
 from .fulltext import FullText, remember_path
 from .identity import Identity
 from .inbox import Inbox
@@ -38,9 +40,11 @@ from .protocols import polled, protocol_of, pushed
 from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
+from .scheduler import Scheduler, Work
 from .settings import Settings, Source, load_settings
-from .sink import Sink, print_records, select_new
-from .state import SourceState, iso, load_states, pull_back, save_states
+from .sink import Sink, Staged, print_records, select_new
+from .source_schedule import SourceSchedule
+from .state import SourceState, iso
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -50,7 +54,8 @@ RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_i
 RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
 MAX_BACKOFF = 24 * 3600.0
 RETRY_AFTER_MAX = 24 * 3600.0
-CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/control.py) while idle
+CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/control.py) and pushed records
+SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,12 @@ class PollOutcome:
     parsed: Parsed | None = None
     error: str | None = None
     fetch_error: FetchError | None = None
+    abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
 
 
 @dataclass
-class CycleSummary:
+class PollTally:
+    """Polls absorbed since the last summary line."""
     polled: int = 0
     not_modified: int = 0
     errors: int = 0
@@ -121,8 +128,11 @@ class Daemon:
         self.poller: Poller | None = None
         self.lock = FolderLock(settings.staging_dir)
         self.state_path = settings.staging_dir / "state.json"
-        self.states: dict[str, SourceState] = {}
-        self.schedule = None  # SHARED = True: the sources' schedule in the database (parser/shared.py)
+        self.schedule = SourceSchedule(None if options.dry_run else self.state_path, self.clock,
+                                       workers=settings.concurrency)
+        self.tally = PollTally()
+        self.finished_polls: list[PollOutcome] = []  # back from the workers, absorbed together
+        self.tally_since = time.monotonic()
         self.sink: Sink | None = None
         self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
         self.dry_run_seen: set[str] = set()
@@ -133,8 +143,9 @@ class Daemon:
         self.feed_links: dict[str, tuple[str, ...]] = {}
         self.db: Database | None = None
         self.fetcher: Fetcher | None = None
-        self.pool: ThreadPoolExecutor | None = None
-        self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between cycles
+        self.scheduler: Scheduler | None = None
+        self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between absorbs
+        self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests (parser/control.py),
         # and the status page (parser/statuspage.py), which reads files and `self.health` only.
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
@@ -144,8 +155,12 @@ class Daemon:
         self.status_page = None
 
     # -- life cycle ---------------------------------------------------------------------------
+    @property
+    def states(self) -> dict[str, SourceState]:
+        return self.schedule.states
+
     def run(self) -> int:
-        """Run until stopped (or one cycle with --once); return the process exit code."""
+        """Run until stopped (or every source once with --once); return the process exit code."""
         s = self.settings
         if self.options.dry_run:
             logs.setup(None, log_format=s.log_format)
@@ -165,7 +180,7 @@ class Daemon:
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
-        self.pool = ThreadPoolExecutor(max_workers=s.concurrency, thread_name_prefix="fetch")
+        self.scheduler = Scheduler(s.concurrency, s.per_host)
         full_text = FullText(self.fetcher.with_timeout(s.full_text_timeout),
                              None if self.options.dry_run else remember_path(s.staging_dir)) \
             if any(src.full_text for src in self.sources) else None
@@ -174,19 +189,18 @@ class Daemon:
         if self.options.dry_run:
             self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
             if self.link_jobs:  # both passes in memory, their records printed (parser/jobs.py)
-                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
-                                      clock=self.clock, once=True, links_only=self.options.links_only,
-                                      dry_run=True, out=self.out)
+                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler,
+                                      stop=self.stop, clock=self.clock, once=True,
+                                      links_only=self.options.links_only, dry_run=True, out=self.out)
                 self.jobs.open()
+            self.schedule.load(self.sources, lambda src: 0.0, spread=False)
             return
-        self.states = load_states(self.state_path)
-        pull_back(self.states, self.clock(),
-                  {src.name: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX) for src in self.sources})
-        if s.shared:
+        if s.shared:  # the group's schedule and states, in the database (parser/shared.py)
             from .shared import SharedSchedule
             self.schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources,
-                                           named=bool(self.options.sources), states=self.states)
-            self.schedule.load(self.sources)
+                                           named=bool(self.options.sources))
+        self.schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX),
+                           spread=not self.options.once)
         self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                          staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
                          dedup_mode=s.dedup, algorithm=s.hash)
@@ -199,7 +213,7 @@ class Daemon:
             from .push import open_listener
             self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
         if self.link_jobs:
-            self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, pool=self.pool, stop=self.stop,
+            self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
                                   clock=self.clock, once=self.options.once, links_only=self.options.links_only)
             self.jobs.open()
         if not self.options.once:
@@ -224,16 +238,15 @@ class Daemon:
             self.status_page.close()
         if self.listener:
             self.listener.close()
-        if self.pool:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.scheduler:
+            self.scheduler.close()
         if self.fetcher:
             self.fetcher.close()
         if self.sink:
             self.sink.close()
         if self.jobs:
             self.jobs.close()
-        if self.schedule:
-            self.schedule.close()
+        self.schedule.close()
         if self.db:
             self.db.close()
         if self.sink:  # opened, so the lock is ours and daemon.json is this run's
@@ -242,42 +255,95 @@ class Daemon:
         self.lock.release()
 
     def _loop(self) -> int:
-        s = self.settings
-        flush_ok = self.flush("start") if not self.options.dry_run else True  # a crash's leftovers first
-        next_flush = self.clock() + s.flush_interval
+        if not self.options.dry_run:
+            self.flush("start")  # a crash's leftovers first
+        if self.options.once:
+            return self._run_once()
+        next_flush = self.clock() + self.settings.flush_interval
         while not self.stop.is_set():
-            self._apply_control()
-            due = self._due_sources()
-            if due:
-                self.run_cycle(due)
+            self._tick()
+            for source in self.schedule.due(self.clock()):
+                self._offer(source)
             if self.jobs:
-                self.jobs.run_due()
-            self._stage_received()
-            if self.options.once:
-                break
+                self.jobs.offer()
+            self.scheduler.dispatch()
+            self._absorb_finished(self._seconds_until_next(next_flush))
             if self.clock() >= next_flush:
                 self.flush("interval")
                 next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
-            self._idle(self._seconds_until_next(next_flush))
+            self._save_state()
+            if time.monotonic() - self.tally_since >= SUMMARY_EVERY:
+                self._summary()
             if self.reload_requested.is_set():
                 self.reload()
+        self._keep_finished()
+        flush_ok = self.flush("stop")
+        self._summary()
+        log.info("stopped on signal; staged records flushed" if flush_ok else
+                 "stopped on signal; the flush failed, records stay in staging")
+        return 0
+
+    def _run_once(self) -> int:
+        """--once: every selected source once (Retry-After apart) and the jobs to their end, side by side
+        on the one worker loop; then one flush."""
+        now = self.clock()
+        # SHARED: the sources due that this daemon claims (the others' polls are theirs).
+        for source in self.schedule.due(now, len(self.sources)) if self.settings.shared else self.sources:
+            state = self.schedule.state(source)
+            if state.not_before > now:
+                log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)",
+                         source.name, state.not_before - now)
+                continue
+            self._offer(source)
+        while not self.stop.is_set():
+            if self.jobs:
+                self.jobs.offer()
+            if self.scheduler.idle() and (self.jobs is None or self.jobs.finished()):
+                break
+            self.scheduler.dispatch()
+            self._absorb_finished(CONTROL_TICK)
+        self._keep_finished()
+        self._stage_received()
+        self._summary()
         if self.options.dry_run:
             return 0
-        flush_ok = self.flush("stop" if not self.options.once else "once")
+        flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
             log.info("stopped on signal; staged records flushed" if flush_ok else
                      "stopped on signal; the flush failed, records stay in staging")
-        return 0 if flush_ok or not self.options.once else 1
+        return 0 if flush_ok else 1
 
-    def _idle(self, seconds: float) -> None:
-        """Wait until the next poll or flush, or a stop, or a control request; the loop stays alive."""
-        deadline = time.monotonic() + seconds
-        while not self.stop.is_set():
-            self.health = Health(tick=time.monotonic(), flush_ok=self.health.flush_ok, reason=self.health.reason)
-            left = deadline - time.monotonic()
-            if left <= 0 or self.reload_requested.is_set() or (self.control and self.control.waiting()):
-                return
-            self.stop.wait(min(left, CONTROL_TICK))
+    def _keep_finished(self) -> None:
+        """Stopping or done: what finished is kept; what the stop cut short is no failure (not absorbed)."""
+        self._absorb_finished(0)
+        if self.jobs:
+            self.jobs.keep_finished()
+
+    def _tick(self) -> None:
+        """A few times a second at most: the status page's heartbeat, control requests, pushed records."""
+        now = time.monotonic()
+        self.health = Health(tick=now, flush_ok=self.health.flush_ok, reason=self.health.reason)
+        if now - self.ticked < CONTROL_TICK and not self.reload_requested.is_set():
+            return
+        self.ticked = now
+        self._apply_control()
+        self._stage_received()
+
+    def _save_state(self, *, force: bool = False) -> None:
+        """state.json and daemon.json, in batches (parser/source_schedule.py's SAVE_EVERY), not per poll;
+        `force` (a flush, the stop, an operator's request) writes both now."""
+        saved = self.schedule.save(force=force)
+        if saved:
+            self.run_info.add(state_writes=1)
+        if saved or force:
+            self._save_run_info()
+
+    def _summary(self) -> None:
+        t = self.tally
+        if t.polled:
+            log.info("polled: %d sources in %.0f s: %d new records, %d duplicates, %d not modified, %d errors",
+                     t.polled, time.monotonic() - self.tally_since, t.new, t.duplicates, t.not_modified, t.errors)
+        self.tally, self.tally_since = PollTally(), time.monotonic()
 
     def _apply_control(self) -> None:
         """Main thread: `reset SOURCE` and `poll SOURCE` from the operator (parser/control.py)."""
@@ -291,7 +357,7 @@ class Daemon:
             if source is None:
                 self.control.answer(request, ok=False, done=True, code=2, message=self._not_polled(request.source))
                 continue
-            if self.schedule and not self.schedule.poll_now(source):  # the group's row, claimed here
+            if not self.schedule.claim(source):  # SHARED: the group's row, claimed on this machine
                 self.control.answer(request, ok=False, done=True, message=f"{source.name} is being polled by "
                                     "another daemon of the group (SHARED); ask again in a moment")
                 continue
@@ -307,6 +373,7 @@ class Daemon:
             else:
                 log.info("%s  poll requested by the operator", source.name)
             state.next_due = now
+            self.schedule.poll_now(source)
             self.awaiting.setdefault(source.name, []).append(request)
             self.control.answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")
 
@@ -321,7 +388,11 @@ class Daemon:
         return f"{name} is not polled by this daemon (it was started with --source or --job)"
 
     def _answer_awaiting(self, source: Source, state: SourceState, ok: bool) -> None:
-        for request in self.awaiting.pop(source.name, []):
+        requests = self.awaiting.pop(source.name, [])
+        if requests:  # the operator looks at `status` next: the files say what the answer says
+            self.schedule.changed()
+            self._save_state(force=True)
+        for request in requests:
             self.control.answer(request, ok=ok, done=True, message=f"{request.verb} {source.name}: "
                                 f"{state.last_outcome or 'polled'}")
 
@@ -373,92 +444,64 @@ class Daemon:
             state = self._state(after[name])  # a new url drops the old address's validators and redirects
             # A shorter interval counts from now, not from the next poll the old one planned.
             state.next_due = min(state.next_due, self.clock() + after[name].interval)
+        self.schedule.set_sources(self.sources)
         log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
                  old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
                  ", ".join(changed) or "none",
                  f"; a restart is needed for {', '.join(restart)}" if restart else "")
         for note in new.notes:
             log.info("params: %s", note)
-        if self.schedule:
-            self.schedule.set_sources(self.sources)
         return True
 
-    def _due_sources(self) -> list[Source]:
-        now = self.clock()
-        if self.schedule:  # claimed from the database, leased to this daemon; --once: all that are due
-            return self.schedule.due(now, len(self.sources) if self.options.once else None)
-        due = []
-        for source in self.sources:
-            state = self._state(source)
-            if state.not_before > now:
-                if self.options.once:
-                    log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)",
-                             source.name, state.not_before - now)
-                continue
-            if self.options.once or state.next_due <= now:
-                due.append(source)
-        return due
-
     def _seconds_until_next(self, next_flush: float) -> float:
-        now = self.clock()
-        upcoming = [self.schedule.next_due()] if self.schedule else \
-            [max(self._state(s).next_due, self._state(s).not_before) for s in self.sources]
-        if self.jobs:
-            upcoming.append(self.jobs.next_due())
-        soonest = min([next_flush, *upcoming])
-        return min(max(soonest - now, 0.05), 60.0)
+        """How long the main thread may wait for finished work before something else is due."""
+        soonest = min(next_flush, self.schedule.next_due())
+        return min(max(soonest - self.clock(), 0.0), CONTROL_TICK)
 
     def _state(self, source: Source) -> SourceState:
-        state = self.states.get(source.name)
-        if state is None or state.url != source.url:
-            state = self.states[source.name] = SourceState(url=source.url)
-        return state
+        return self.schedule.state(source)
 
-    # -- one cycle ----------------------------------------------------------------------------
-    def run_cycle(self, due: list[Source]) -> CycleSummary:
-        started = time.monotonic()
-        summary = CycleSummary()
-        pending: dict[Future, Source] = {}
-        # At most twice CONCURRENCY polls are submitted ahead, so the bodies and records waiting for
-        # this thread depend on CONCURRENCY, not on the number of sources.
-        ahead = 2 * self.settings.concurrency
-        waiting = iter(due)
+    # -- one poll -----------------------------------------------------------------------------
+    def _offer(self, source: Source) -> None:
+        """Hand one source's poll to the scheduler; its result comes back to _absorb."""
+        state = self._state(source)
+        polled = self._polled(source, state)
+        self.scheduler.add(Work(url=polled.url,
+                                run=partial(self._poll, polled, state.etag, state.last_modified),
+                                absorb=partial(self._absorbed, source),
+                                failed=partial(self._poll_crashed, source)))
 
-        def submit_more() -> None:
-            while len(pending) < ahead and (source := next(waiting, None)) is not None:
-                state = self._state(source)
-                pending[self.pool.submit(self._poll, self._polled(source, state), state.etag,
-                                         state.last_modified)] = source
-        submit_more()
-        while pending and not self.stop.is_set():
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in done:
-                source = pending.pop(future)
-                try:
-                    outcome = future.result()
-                except Exception as exc:  # a bug in a worker is that source's error, not the daemon's
-                    outcome = PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}")
-                    log.error("internal error polling %s:\n%s", source.name, traceback.format_exc())
-                outcome.source = source  # as params.py has it, not the address it was polled at
-                self._absorb(outcome, summary)
-                if self.schedule and not self.options.dry_run:
-                    self.schedule.done(source)
-            if not self.stop.is_set():
-                submit_more()
-        for future in pending:  # stopping: abandon what has not finished
-            future.cancel()
-        if not self.options.dry_run:
-            save_states(self.state_path, self.states)
-            if self.schedule:
-                self.schedule.save()
-            self.run_info.add(polls=summary.polled, errors=summary.errors, new=summary.new,
-                              duplicates=summary.duplicates, not_modified=summary.not_modified,
-                              fetch_bytes=summary.fetch_bytes)
-            self._save_run_info()
-        log.info("cycle: %d sources in %.2f s: %d new records, %d duplicates, %d not modified, %d errors",
-                 summary.polled, time.monotonic() - started, summary.new, summary.duplicates,
-                 summary.not_modified, summary.errors)
-        return summary
+    def _absorbed(self, source: Source, outcome: PollOutcome) -> None:
+        outcome.source = source  # as params.py has it, not the address it was polled at
+        self.finished_polls.append(outcome)
+
+    def _absorb_finished(self, timeout: float) -> None:
+        """Wait up to `timeout` for finished work, then absorb it: the polls' records staged together
+        (one fsync for all of them, parser/sink.py), then each source's state and log lines."""
+        self.scheduler.absorb(timeout)
+        outcomes, self.finished_polls = self.finished_polls, []
+        try:
+            kept = [o for o in outcomes if not o.abandoned]  # cut short by the stop: no failure, no state
+            staged = self._stage_polls(kept)
+            for outcome in kept:
+                self._absorb(outcome, self.tally, staged.get(id(outcome)))
+        finally:
+            for outcome in outcomes:
+                self.schedule.done(outcome.source, self._state(outcome.source))
+
+    def _stage_polls(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
+        """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
+        if self.options.dry_run:
+            return {}
+        polled = [o for o in outcomes if o.error is None and not o.result.not_modified]
+        batches = [(o.parsed.records, self._feed_links(o.source, o)) for o in polled]
+        return {id(o): staged for o, staged in zip(polled, self.sink.stage_many(batches), strict=True)}
+
+    def _poll_crashed(self, source: Source, exc: BaseException) -> None:
+        """A bug in a worker is that source's error, not the daemon's."""
+        log.error("internal error polling %s:\n%s", source.name,
+                  "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        self._absorbed(source, PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}"))
 
     @staticmethod
     def _polled(source: Source, state: SourceState) -> Source:
@@ -472,8 +515,10 @@ class Daemon:
         return replace(source, url=address)
 
     def _poll(self, source: Source, etag: str | None, last_modified: str | None) -> PollOutcome:
-        """Worker thread: fetch and parse one source. Touches no shared state."""
+        """Worker thread: fetch and parse one source. Touches no shared state. Its seconds are its own:
+        the wait for a slot on a host busy with other fetches is not counted."""
         started = time.monotonic()
+        slot_wait()  # from zero for this poll
         outcome = PollOutcome(source=source, seconds=0.0)
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
@@ -481,12 +526,13 @@ class Daemon:
                                                               fetched=now_iso(self.wall))
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
+            outcome.abandoned = self.stop.is_set() and exc.retry_after is None
         except ParseError as exc:
             outcome.error = str(exc)
-        outcome.seconds = time.monotonic() - started
+        outcome.seconds = max(time.monotonic() - started - slot_wait(), 0.0)
         return outcome
 
-    def _absorb(self, outcome: PollOutcome, summary: CycleSummary) -> None:
+    def _absorb(self, outcome: PollOutcome, summary: PollTally, staged: Staged | None) -> None:
         """Main thread: stage one source's records, then update its state and write its log lines."""
         source, now = outcome.source, self.clock()
         summary.polled += 1
@@ -498,22 +544,23 @@ class Daemon:
         if outcome.error is not None:
             self._failed(source, state, outcome, now)
             summary.errors += 1
+            self.run_info.add(polls=1, errors=1)
             state.count(now, polls=1, errors=1)
             self._answer_awaiting(source, state, ok=False)
             return
         result = outcome.result
         state.last_status, state.last_success = result.status, iso(now)
         summary.fetch_bytes += len(result.body)
+        self.run_info.add(polls=1, fetch_bytes=len(result.body))
         state.count(now, polls=1, bytes=len(result.body))
         self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
             summary.not_modified += 1
+            self.run_info.add(not_modified=1)
             state.last_outcome = "304"
             state.count(now, not_modified=1)
         else:
-            links = self._feed_links(source, outcome)
-            staged = self.sink.stage(outcome.parsed.records, links)  # StorageError here is critical: let it rise
             for warning in outcome.parsed.warnings:
                 logs.error_line(source.name, source.url, warning)
             for note in outcome.parsed.notes:
@@ -524,6 +571,7 @@ class Daemon:
                      outcome.seconds, outcome.parsed.kind)  # kind: what the body was found to be
             summary.new += len(staged.new)
             summary.duplicates += staged.duplicates
+            self.run_info.add(new=len(staged.new), duplicates=staged.duplicates)
             state.last_outcome = f"new {len(staged.new)}"
             state.count(now, new=len(staged.new), duplicates=staged.duplicates)
             if staged.new:
@@ -617,6 +665,7 @@ class Daemon:
             source = next((s for s in self.listened if s.name == name), None)
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 now, state = self.clock(), self._state(source)
+                self.schedule.changed()
                 state.last_success = state.last_poll = iso(now)
                 state.count(now, new=len(staged.new), duplicates=staged.duplicates)
                 if staged.new:
@@ -635,26 +684,32 @@ class Daemon:
                               seconds=seconds, error=error)
         self.health = Health(tick=time.monotonic(), flush_ok=ok,
                              reason="ok" if ok else f"the last flush failed: {error}")
-        save_states(self.state_path, self.states)  # received (pushed) records counted since the last cycle
-        self._save_run_info()
+        self._save_state(force=True)  # every flush writes the states it waited to write
         return ok
 
     def _flush(self, why: str) -> tuple[bool, int, int, str | None]:
+        """Every sink (the feeds' and each job's) into its table, with one error path: a table that
+        cannot be written keeps its rows staged for the next flush, and the others go on."""
         self._stage_received()
-        # The Bloom filter is saved here, not every cycle: it can be megabytes, and a restart catches
-        # up from the hash file anyway.
-        self.sink.save()
-        jobs_ok = self.jobs.flush(self.db, why) if self.jobs else True
-        try:
-            written, already = self.sink.flush(self.db)
-        except StorageError as exc:
-            pending = self.sink.staging.pending_rows()
-            logs.error_line("flush", redact_url(self.settings.db_url),
-                            f"{exc}; {pending} records kept in staging for the next flush")
-            log.info("flush (%s) failed: %s", why, exc, extra=logs.ALSO_IN_ERRORS)
-            return False, 0, 0, str(exc)
-        if written or already or why in ("stop", "once"):  # an interval with nothing to write says nothing
-            log.info("flush (%s): %d rows written to items%s", why, written,
-                     f", {already} already stored" if already else "")
-        return jobs_ok, written, already, None if jobs_ok else "a job's table could not be written (see errors.log)"
-
+        written = already = 0
+        errors: list[str] = []
+        for sink in [self.sink, *(self.jobs.sinks() if self.jobs else ())]:
+            # The Bloom filter is saved here, not per poll: it can be megabytes, and a restart catches
+            # up from the hash file anyway.
+            sink.save()
+            try:
+                rows, known = sink.flush(self.db)
+            except StorageError as exc:
+                pending = sink.staging.pending_rows()
+                logs.error_line("flush", redact_url(self.settings.db_url),
+                                f"{exc}; {pending} records kept in staging for the next flush"
+                                + ("" if sink is self.sink else f" (table {sink.table})"))
+                log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
+                errors.append(str(exc) if sink is self.sink else f"{sink.table}: {exc}")
+                continue
+            written, already = written + rows, already + known
+            # An interval with nothing to write says nothing; the last flush always says how it went.
+            if rows or known or (sink is self.sink and why in ("stop", "once")):
+                log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
+                         f", {known} already stored" if known else "")
+        return not errors, written, already, "; ".join(errors) or None

@@ -80,6 +80,33 @@ def _seconds(x: float) -> str:
     return f"{x:g} s"
 
 
+def host_slot_key(url: str) -> str:
+    """The host a fetch counts against for PER_HOST: host:port (the scheme stands for a default port)."""
+    parts = urlsplit(url)
+    return f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
+
+
+def slot_wait() -> float:
+    """Seconds this worker thread has waited for host slots since its last call (a poll's logged time
+    is its own fetch and parse, not the wait for another fetch to the same host to end)."""
+    waited = getattr(_fetching, "slot_wait", 0.0)
+    _fetching.slot_wait = 0.0
+    return waited
+
+
+class _Slot:
+    def __init__(self, semaphore: threading.BoundedSemaphore):
+        self.semaphore = semaphore
+
+    def __enter__(self) -> None:
+        started = time.monotonic()
+        self.semaphore.acquire()
+        _fetching.slot_wait = getattr(_fetching, "slot_wait", 0.0) + time.monotonic() - started
+
+    def __exit__(self, *exc) -> None:
+        self.semaphore.release()
+
+
 class HostLimiter:
     """At most `per_host` fetches to one host:port at a time, whatever the pool size."""
 
@@ -88,14 +115,13 @@ class HostLimiter:
         self._lock = threading.Lock()
         self._semaphores: dict[str, threading.BoundedSemaphore] = {}
 
-    def slot(self, url: str) -> threading.BoundedSemaphore:
-        parts = urlsplit(url)
-        key = f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
+    def slot(self, url: str) -> _Slot:
+        key = host_slot_key(url)
         with self._lock:
             sem = self._semaphores.get(key)
             if sem is None:
                 sem = self._semaphores[key] = threading.BoundedSemaphore(self.per_host)
-            return sem
+            return _Slot(sem)
 
 
 class _Cutoff:

@@ -129,11 +129,15 @@ class SharedSchedule:
         self._soonest = (time.monotonic(), seconds)
         return seconds
 
-    def done(self, source: Source) -> None:
-        """One polled source: its state and next due time, written at the next save()."""
+    def done(self, source: Source, state: SourceState | None = None) -> None:
+        """One polled (or abandoned) source: its state and next due time, written at the next save()."""
         self._out.discard(source.name)
-        state, now = self.state(source), self.clock()
+        state, now = state or self.state(source), self.clock()
         due_in = max(state.next_due, state.not_before) - now
+        if due_in <= 0:
+            # Abandoned by a stop: its request may have reached the server, so it counts as a poll
+            # for the group's spacing (the next one, by any daemon, brings what this one missed).
+            due_in = source.interval
         shared = {k: v for k, v in vars(state).items() if k not in LOCAL_FIELDS}
         self.finished.append((source.name, shared, due_in, state.not_before - now))
         if self._out and time.monotonic() - self.claimed_at > self.settings.shared_lease / 3:
@@ -170,17 +174,21 @@ class SharedSchedule:
     def changed(self) -> None:
         """A pushed record counted in a state: the group's row gets it with the source's next poll."""
 
-    def poll_now(self, source: Source) -> bool:
+    def claim(self, source: Source) -> bool:
         """An operator's `poll`/`reset` on this machine: the source is claimed here now, due or not,
-        with the group's state; False while another daemon holds it."""
+        with the group's state (before the request changes it); False while another daemon holds it."""
+        return self.take(source, self.clock())
+
+    def poll_now(self, source: Source) -> bool:
+        """Polled in the next due(): claimed by claim() (or now, when it was not)."""
         return self.take(source, self.clock())
 
     def is_out(self, name: str) -> bool:
         return name in self._out
 
     def take(self, source: Source, now: float) -> bool:
-        if source.name in self._out:
-            return True  # being polled here already
+        if source.name in self._out or source in self.taken:
+            return True  # being polled here already, or claimed for the next due()
         try:
             claimed = self.coord.claim_source(source.name, self.settings.shared_lease)
         except StorageError as exc:

@@ -6,7 +6,7 @@ requests to a host as one.
   link is known by its row id instead of its line; pass 2's pending() claims links in leased batches
   (SKIP LOCKED), mark() writes their status and ends the lease. Links claimed and not marked (a stop,
   a kill) come back to the group when the lease ends.
-- SharedJobState runs pass 1 only while it holds the job's advisory lock (session-level, so a dead
+- SharedJobFiles runs pass 1 only while it holds the job's advisory lock (session-level, so a dead
   daemon's lock goes with its connection), and keeps pass 1's last run in the database.
 - SharedHostPacer books each request's moment in the hosts table (one `delay` apart across the
   group) and writes Retry-After holds there; every daemon reads the holds at most HOLD_REFRESH old.
@@ -24,7 +24,7 @@ from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkState, Mark, backoff
 from linkgen.politeness import HostHeldError, HostPacer, host_key
 
 from .errors import FetchError, StorageError
-from .job_state import JobState
+from .job_files import JobFiles
 from .settings import Settings
 
 HOLD_REFRESH = 1.0      # seconds a daemon's view of the group's Retry-After holds may be old
@@ -167,7 +167,7 @@ class SharedLinkFile:
         return Counter(counts)
 
 
-class SharedJobState(JobState):
+class SharedJobFiles(JobFiles):
     """A job whose links and pass 1 turn are the group's (its sink, harvest log and holds stay local)."""
 
     def _open_links(self, settings: Settings, clock: Callable[[], float]) -> SharedLinkFile:
@@ -208,7 +208,7 @@ class SharedJobState(JobState):
 
     @pass1_at.setter
     def pass1_at(self, value: float) -> None:
-        pass  # JobState.__init__ sets the local file's value; the group's is in the database
+        pass  # JobFiles.__init__ sets the local file's value; the group's is in the database
 
     def pass1_finished(self, at: float) -> None:
         super().pass1_finished(at)

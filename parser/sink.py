@@ -80,6 +80,21 @@ class Sink:
             self.dedup.add(r["hash"] for r in staged.new)  # a set-aside record is not asked for again
         return staged
 
+    def stage_many(self, batches: list[tuple[list[dict], Iterable[str]]]) -> list[Staged]:
+        """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
+        a record two of them share is new in the first only. Return each batch's Staged."""
+        seen: set[str] = set()
+        results = [select_new(records, self.dedup, self.identity, seen, feed_links=links)
+                   for records, links in batches]
+        new = [record for staged in results for record in staged.new]
+        if new:
+            refused: list[tuple[dict, str]] = []
+            self.staging.append(new, refused)
+            for record, error in refused:
+                set_aside(self.folder, self.table, record, error)
+            self.dedup.add(r["hash"] for r in new)
+        return results
+
     def flush(self, db: Database) -> tuple[int, int]:
         """Load every pending batch into the table; return (rows written, rows already stored).
 

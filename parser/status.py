@@ -16,7 +16,7 @@ from linkgen.linkfile import LinkFile
 
 from .control import daemon_pid
 from .errors import StorageError
-from .job_state import job_folder
+from .job_files import job_folder
 from .protocols import PROTOCOLS, protocol_of
 from .runinfo import daemon_status_path, load_run_info
 from .settings import Settings, Source

@@ -46,6 +46,9 @@ def test_status_while_the_daemon_runs_lists_the_worst_first_and_counts_staged_ro
         wait_for(lambda: "deadone  marked dead" in project.log(), "deadone marked dead", timeout=60)
         wait_for(lambda: all(f"{n}  " in project.log() for n in ("good  new 3", "broken  error", "busy  error")),
                  "the first polls")
+        # state.json is written in batches (at most once a second), not after every poll.
+        saved = (project.staging / "state.json").stat().st_mtime_ns
+        wait_for(lambda: (project.staging / "state.json").stat().st_mtime_ns > saved, "the states saved since")
         text = status(project)
         view = json.loads(status(project, "--json"))
         # What `wc -l` would say: 9 lines for the 2 old rows, 3 for the new ones (headers aside).

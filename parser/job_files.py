@@ -56,8 +56,8 @@ class DryRunSink:
         self.dedup.close()
 
 
-class JobState:
-    """One job's files and counters."""
+class JobFiles:
+    """One job's files: link file, harvest log, sink (staging CSV, hashes) and state.json."""
 
     def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float], *,
                  dry_run: bool = False, out: TextIO | None = None):

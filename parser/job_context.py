@@ -1,0 +1,176 @@
+"""What the passes of the two-pass jobs share (parser/pass1.py, parser/pass2.py): the worker loop, the
+fetcher, robots.txt and the hosts' pauses (Retry-After), the run's mode, and how a job says what
+happened (parser.log and errors.log, or comment lines among --dry-run's printed records); and
+JobRun, what this process is doing with one job now. Main thread only.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, TextIO
+
+from linkgen.frontier import HostFrontier
+from linkgen.linkfile import MAX_ATTEMPTS
+from linkgen.politeness import HostPacer, Robots, host_key
+
+from . import logs
+from .fetch import Fetcher
+from .job_files import JobFiles
+from .scheduler import Scheduler
+from .settings import Settings
+from .urls import redact_url
+
+if TYPE_CHECKING:
+    from .pass2 import ObjectOutcome
+
+log = logging.getLogger("parser")
+
+ONCE_WAIT_MAX = 60.0       # --once: seconds a job waits in all for hosts that asked for a pause
+DRY_RUN_LINKS = 20         # --dry-run: objects fetched per job at most
+
+
+def url_of(item: tuple[int, str]) -> str:
+    """A pass-2 link as the frontier queues it, (line, URL): its URL."""
+    return item[1]
+
+
+def utc(epoch: float) -> str:
+    return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(eq=False)
+class JobRun:
+    """What this process does with one job now (main thread): pass 1's progress in this run, and
+    pass 2 between the link file and the scheduler."""
+    frontier: HostFrontier                     # links pulled from the file, a held host's apart
+    name: str
+    links: Iterator[tuple[int, str]] | None = None  # the link file's pending links, read as needed
+    mine: set[int] = field(default_factory=set)     # lines pulled and not marked: queued, running or parked
+    ready: list[ObjectOutcome] = field(default_factory=list)  # finished objects, staged at the next turn
+    tally: Counter = field(default_factory=Counter)
+    empty: Counter = field(default_factory=Counter)
+    started: float = 0.0                       # time.monotonic() of the first fetch since the last summary
+    said_at: float = 0.0
+    handed: int = 0                            # --dry-run: objects handed out
+    seen_links: int = -1                       # len(link file) when its pending links were last asked for
+    asked_at: float = 0.0
+    drained: bool = False                      # the last look found no link to send now
+    tried_since_extend: int = 0                # an open template range goes on after links were tried
+    pass1_ran: bool = False                    # --once: pass 1 ran (or was given up) in this run
+    harvest_at: float = 0.0                    # time.monotonic() the harvest started or resumed here
+    wait_until: float = 0.0                    # --once: waiting for a hold until then (time.monotonic())
+    given_up: bool = False                     # --once: the rest waits for a held host: next run
+
+    @property
+    def pages(self) -> tuple[str, str]:
+        return (self.name, "page")
+
+    @property
+    def objects(self) -> tuple[str, str]:
+        return (self.name, "object")
+
+
+
+class JobContext:
+    def __init__(self, settings: Settings, *, fetcher: Fetcher, scheduler: Scheduler, stop,
+                 clock: Callable[[], float], once: bool, links_only: bool, dry_run: bool, out: TextIO | None,
+                 progress: TextIO | None):
+        self.settings = settings
+        self.fetcher = fetcher
+        self.scheduler = scheduler
+        self.stop = stop
+        self.clock = clock
+        self.once = once or dry_run
+        self.links_only = links_only
+        self.dry_run = dry_run
+        self.out = out if out is not None else sys.stdout
+        self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
+        self.shared = settings.shared and not dry_run  # the group's links and hosts (parser/shared_jobs.py)
+        if self.shared:
+            from .shared_jobs import SharedHostPacer
+            self.pacer: HostPacer = SharedHostPacer(settings.db_url, stop=stop)
+        else:
+            self.pacer = HostPacer(stop=stop)
+        self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
+        # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
+        self.progress = logs.progress_line(progress)
+        self._progress_at = 0.0
+
+    def error(self, files: JobFiles, url: str, what: str) -> None:
+        """errors.log, or with --dry-run a comment line among the printed records."""
+        if self.dry_run:
+            print(f"# {files.job.name}: {redact_url(url)}: {' '.join(what.split())}", file=self.out)
+        else:
+            logs.error_line(files.job.name, url, what)
+
+    def say(self, files: JobFiles, text: str) -> None:
+        """--dry-run only: a comment line among the printed records."""
+        if self.dry_run:
+            print(f"# {files.job.name}: {text}", file=self.out)
+            self.out.flush()
+
+    def show(self, text: str) -> None:
+        if self.progress is None or time.monotonic() - self._progress_at < 0.25:
+            return
+        self._progress_at = time.monotonic()
+        self.progress.show(text)
+
+    def end_progress(self) -> None:
+        if self.progress is not None and self._progress_at:
+            self.progress.clear()
+            self._progress_at = 0.0
+
+    def refusal(self, files: JobFiles, url: str, error: str, attempts: int, status: str) -> None:
+        """Main thread: a request was refused with Retry-After. Keep the host's hold for a restart and
+        say so in parser.log and errors.log."""
+        host = host_key(url)
+        now = self.clock()
+        until = now + self.pacer.held_for(url)
+        files.remember_hold(host, until, now)
+        log.info("%s  %s asked for a pause (%s): no request to it before %s", files.job.name, host,
+                 error.removeprefix("harvest: "), utc(until))
+        then = (f"attempt {attempts} of {MAX_ATTEMPTS}, asked again then" if status != "dead"
+                else f"given up after {attempts} attempts")
+        self.error(files, url, f"{error}; no request to {host} before {utc(until)} (Retry-After); {then}")
+
+    def hold_left(self, urls: Iterable[str]) -> float:
+        """0 when one of `urls` may be fetched now (or there are none); else seconds until one may."""
+        holds = self.pacer.holds()
+        if not holds:
+            return 0.0
+        left = float("inf")
+        for url in urls:
+            wait_s = holds.get(host_key(url), 0.0)
+            if wait_s <= 0:
+                return 0.0
+            left = min(left, wait_s)
+        return 0.0 if left == float("inf") else left
+
+    def hold_or_give_up(self, files: JobFiles, run: JobRun, urls: list[str], what: str, count: int) -> None:
+        """--once, only links or pages of held hosts left: wait for the first hold to end if the job's
+        budget (ONCE_WAIT_MAX in all) allows, else leave them for the next run."""
+        now = time.monotonic()
+        if now < run.wait_until:
+            return  # waiting already
+        left = self.hold_left(urls)
+        if left <= 0:
+            return  # a hold ended meanwhile: the next turn sends them
+        if files.waited + left > ONCE_WAIT_MAX:
+            hosts = sorted({host_key(u) for u in urls})
+            message = (f"{count} {what} wait for {', '.join(hosts)} (Retry-After, {left:.0f} s more): "
+                       "left for the next run")
+            log.info("%s  %s", files.job.name, message)
+            self.say(files, message)
+            run.given_up = True
+            return
+        log.info("%s  waiting %.1f s for %s (Retry-After)", files.job.name, left,
+                 ", ".join(sorted({host_key(u) for u in urls})))
+        files.waited += left
+        run.wait_until = now + left
+

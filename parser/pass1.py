@@ -1,0 +1,155 @@
+"""Pass 1 of a two-pass job on the daemon's worker loop: a template expanded into the link file when
+the job is due, or a harvest whose pages are work items of the scheduler (parser/scheduler.py), each
+page's object links appended to the link file as it comes back, where pass 2 finds them at once.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from functools import partial
+
+from linkgen.harvest import PageResult, fetch_page
+from linkgen.linkfile import Link, Mark
+from linkgen.templates import expand, expand_urls
+
+from .job_context import DRY_RUN_LINKS, JobContext, JobRun
+from .job_files import JobFiles
+from .scheduler import Work
+
+log = logging.getLogger("parser")
+TEMPLATE_CHUNK = 10_000
+
+
+class Pass1:
+    def __init__(self, ctx: JobContext):
+        self.ctx = ctx
+
+    def step(self, files: JobFiles, run: JobRun) -> None:
+        # --once runs pass 1 now; in a group only when the group's is due and the job's lock is free.
+        once = self.ctx.once and not self.ctx.shared
+        due = not run.pass1_ran if once else files.pass1_due(self.ctx.clock())
+        if files.harvest is None:
+            if due:
+                self.expand_template(files, scheduled=True)
+            run.pass1_ran = True
+            return
+        harvest = files.harvest
+        if not harvest.active:
+            if not due:
+                return
+            harvest.start(len(files.links))
+            run.harvest_at = time.monotonic()
+        elif not run.harvest_at:
+            log.info("%s  pass 1: resuming harvest run %d (%d pages done)", files.job.name, harvest.run,
+                     harvest.pages_done)
+            run.harvest_at = time.monotonic()
+        run.pass1_ran = True
+        if run.given_up:
+            return
+        room = self.ctx.window - self.ctx.scheduler.waiting(run.pages) - self.ctx.scheduler.running_for(run.pages)
+        job = files.job
+        for url, depth in harvest.take(max(room, 0), held_for=self.ctx.pacer.key_held_for):
+            self.ctx.scheduler.add(Work(url=url, owner=run.pages,
+                                    run=partial(fetch_page, url, depth, job.harvest, fetcher=self.ctx.fetcher,
+                                                pacer=self.ctx.pacer, robots=self.ctx.robots, delay=job.delay),
+                                    absorb=partial(self._page_done, files, run),
+                                    failed=partial(self._page_crashed, files, run, url, depth)))
+        if harvest.finished():
+            self._end_harvest(files, run)
+        elif self.ctx.once and not harvest.taken and harvest.waiting:
+            # Only pages on held hosts are left: --once waits for them within its budget.
+            self.ctx.hold_or_give_up(files, run, harvest.level_waiting(self.ctx.pacer.key_held_for), "pages",
+                                  harvest.waiting)
+
+    def _page_crashed(self, files: JobFiles, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
+        """A bug in a worker fails that page, not the daemon."""
+        log.error("internal error harvesting %s: %r", url, exc)
+        self._page_done(files, run, PageResult(url=url, depth=depth, error=f"internal error: {exc!r}"))
+
+    def _page_done(self, files: JobFiles, run: JobRun, result: PageResult) -> None:
+        """Main thread: one harvest page back from its worker."""
+        job, harvest, links, url = files.job, files.harvest, files.links, result.url
+        if result.held or (result.error and self.ctx.stop.is_set() and result.retry_after is None):
+            harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
+            return
+        if result.retry_after is not None:
+            attempts = harvest.refused(result)
+            self.ctx.refusal(files, url, f"harvest: {result.error}", attempts,
+                          "dead" if harvest.out_of_attempts(url) else "refused")
+            if not harvest.out_of_attempts(url):
+                return  # still queued: asked again when the hold ends
+        links.add(harvest.links_of(result))  # the links first: a page is marked done only after
+        harvest.record(result)
+        if result.error and result.retry_after is None:
+            self.ctx.error(files, url, f"harvest: {result.error}")
+        self.ctx.show(f"{job.name}: pass 1: {harvest.pages_done} pages fetched, {len(links)} links")
+        if harvest.finished() and not self.ctx.stop.is_set():
+            self._end_harvest(files, run)
+
+    def _end_harvest(self, files: JobFiles, run: JobRun) -> None:
+        job, harvest, links = files.job, files.harvest, files.links
+        if not harvest.active:
+            return
+        new = len(links) - harvest.links_before
+        summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
+                   f"{'' if self.ctx.dry_run else ' in the file'}, {new} new")
+        if harvest.stopped_at_max:
+            summary += f"; stopped at max_pages ({job.harvest.max_pages})"
+        files.pass1_finished(self.ctx.clock())  # before 'end': a crash between them only ends an empty run again
+        harvest.end(summary)
+        self.ctx.end_progress()
+        log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary,
+                 time.monotonic() - (run.harvest_at or time.monotonic()))
+        run.harvest_at = 0.0
+        self.ctx.say(files, f"pass 1 (harvest): {summary}")
+
+    def expand_template(self, files: JobFiles, *, scheduled: bool) -> int:
+        """Add the template's links to the link file; return how many were new."""
+        job, links = files.job, files.links
+        started, before = time.monotonic(), len(links)
+        today = datetime.fromtimestamp(self.ctx.clock(), UTC).date()
+        probes: list[str] = []
+        pending_seen = 0
+        if job.stop_after_misses is None:
+            # A closed template: streamed to the file in chunks, checked against the file in order,
+            # never held whole (ten million links cost no more memory than ten thousand).
+            def enough(pending: int) -> bool:
+                nonlocal pending_seen
+                pending_seen = pending
+                return pending > DRY_RUN_LINKS  # only the first links pass 2 would fetch are needed
+            links.add_template(expand_urls(job.template, job.values, today=today),
+                               chunk=TEMPLATE_CHUNK, enough=enough if self.ctx.dry_run else None)
+        else:
+            batch: list[Link] = []
+            for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
+                               is_good=lambda url: links.status(url) == "done"):
+                batch.append(Link(made.url, None, "template"))
+                if made.probe:
+                    probes.append(made.url)
+                if self.ctx.dry_run:
+                    pending_seen += made.url not in links or links.status(made.url) == "pending"
+                    if pending_seen > DRY_RUN_LINKS:
+                        break
+                if len(batch) >= TEMPLATE_CHUNK:
+                    links.add(batch)
+                    batch = []
+            links.add(batch)
+        new = len(links) - before
+        reopened = 0
+        if scheduled:
+            # The misses that ended an open range are asked again each time pass 1 runs: new ids appear.
+            gone = [u for u in probes if links.status(u) == "gone"]
+            links.mark(Mark(u, "reopen", "end of an open range: asked again") for u in gone)
+            reopened = len(gone)
+            files.pass1_finished(self.ctx.clock())
+            log.info("%s  pass 1 (template): %d links in the file, %d new%s  %.2f s", job.name, len(links), new,
+                     f", {reopened} misses at the end of the range asked again" if reopened else "",
+                     time.monotonic() - started)
+            self.ctx.say(files, f"pass 1 (template): {len(links)} links, {new} new"
+                      + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
+                         if pending_seen > DRY_RUN_LINKS else ""))
+        elif new:
+            log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
+        return new + reopened
+
