@@ -45,9 +45,18 @@ def serve(bodies: list[bytes], repeat: int, hosts: int) -> tuple[list[LoopbackSe
     urls = []
     for n in range(len(bodies) * repeat):
         server = servers[n % hosts]
-        server.route(f"/feed{n}.xml", body=bodies[n % len(bodies)], content_type="application/xml")
+        body = bodies[n % len(bodies)]
+        server.route(f"/feed{n}.xml", body=body, content_type=_content_type(body))
         urls.append(server.url(f"/feed{n}.xml"))
     return servers, urls
+
+
+def _content_type(body: bytes) -> str:
+    """What a server would say: JSON Feed as JSON (one benchmark feed is), Atom and RSS as themselves."""
+    head = body[:2048].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"{"):
+        return "application/feed+json"
+    return "application/atom+xml" if b"<feed" in head else "application/rss+xml"
 
 
 def timed_run(command: list[str], **kwargs) -> tuple[float, int, float]:
