@@ -232,10 +232,10 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
     """The entry's children by field (TAGS), in document order; media:group's children included."""
     fields: dict[str, list[etree._Element]] = {}
     for child in entry:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)  # an entity's tag is a function: never in TAGS (and read once: lxml builds it)
         if name == "mediagroup":
             for grandchild in child:
-                inner = TAGS.get(grandchild.tag) if isinstance(grandchild.tag, str) else None
+                inner = TAGS.get(grandchild.tag)
                 if inner in ("mediatitle", "mediadescription"):
                     fields.setdefault(inner, []).append(grandchild)
         elif name:
@@ -246,7 +246,7 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
 def _entry_date(entry: etree._Element) -> tuple[str, bool]:
     fields = {}
     for child in entry:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)
         if name in ("published", "updated", "created"):
             fields.setdefault(name, []).append(child)
     return _published(fields)
@@ -448,7 +448,7 @@ def _http(element: etree._Element, value: str) -> str:
 def _home(channel: etree._Element) -> str:
     """The feed's own home page: RSS's channel <link>, Atom's alternate link."""
     for child in channel:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)
         if name == "link":
             link = _http(child, _plain(child) or (child.get("href") or "").strip())
         elif name == "atomlink" and (child.get("rel") or "alternate").strip() == "alternate":
