@@ -78,6 +78,8 @@ class JobRun:
 
 
 class JobContext:
+    """The jobs' share of the daemon: fetcher, scheduler, robots.txt, the hosts' pauses, the mode."""
+
     def __init__(self, settings: Settings, *, fetcher: Fetcher, scheduler: Scheduler, stop,
                  clock: Callable[[], float], once: bool, links_only: bool, dry_run: bool, out: TextIO | None,
                  progress: TextIO | None):

@@ -26,7 +26,10 @@ class Pass1:
         self.ctx = ctx
 
     def step(self, files: JobFiles, run: JobRun) -> None:
-        due = not run.pass1_ran if self.ctx.once else files.pass1_due(self.ctx.clock())
+        """Main thread, each turn: expand the template or start the harvest when due (--once: once a
+        run), and hand the harvest's next pages to the scheduler."""
+        ctx = self.ctx
+        due = not run.pass1_ran if ctx.once else files.pass1_due(ctx.clock())
         if files.harvest is None:
             if due:
                 self.expand_template(files, scheduled=True)
@@ -45,20 +48,20 @@ class Pass1:
         run.pass1_ran = True
         if run.given_up:
             return
-        room = self.ctx.window - self.ctx.scheduler.waiting(run.pages) - self.ctx.scheduler.running_for(run.pages)
+        room = ctx.window - ctx.scheduler.waiting(run.pages) - ctx.scheduler.running_for(run.pages)
         job = files.job
-        for url, depth in harvest.take(max(room, 0), held_for=self.ctx.pacer.key_held_for):
-            self.ctx.scheduler.add(Work(url=url, owner=run.pages,
-                                    run=partial(fetch_page, url, depth, job.harvest, fetcher=self.ctx.fetcher,
-                                                pacer=self.ctx.pacer, robots=self.ctx.robots, delay=job.delay),
-                                    absorb=partial(self._page_done, files, run),
-                                    failed=partial(self._page_crashed, files, run, url, depth)))
+        for url, depth in harvest.take(max(room, 0), held_for=ctx.pacer.key_held_for):
+            ctx.scheduler.add(Work(url=url, owner=run.pages,
+                                   run=partial(fetch_page, url, depth, job.harvest, fetcher=ctx.fetcher,
+                                               pacer=ctx.pacer, robots=ctx.robots, delay=job.delay),
+                                   absorb=partial(self._page_done, files, run),
+                                   failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
             self._end_harvest(files, run)
-        elif self.ctx.once and not harvest.taken and harvest.waiting:
+        elif ctx.once and not harvest.taken and harvest.waiting:
             # Only pages on held hosts are left: --once waits for them within its budget.
-            self.ctx.hold_or_give_up(files, run, harvest.level_waiting(self.ctx.pacer.key_held_for), "pages",
-                                  harvest.waiting)
+            ctx.hold_or_give_up(files, run, harvest.level_waiting(ctx.pacer.key_held_for), "pages",
+                                harvest.waiting)
 
     def _page_crashed(self, files: JobFiles, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
         """A bug in a worker fails that page, not the daemon."""
@@ -74,7 +77,7 @@ class Pass1:
         if result.retry_after is not None:
             attempts = harvest.refused(result)
             self.ctx.refusal(files, url, f"harvest: {result.error}", attempts,
-                          "dead" if harvest.out_of_attempts(url) else "refused")
+                             "dead" if harvest.out_of_attempts(url) else "refused")
             if not harvest.out_of_attempts(url):
                 return  # still queued: asked again when the hold ends
         links.add(harvest.links_of(result))  # the links first: a page is marked done only after
@@ -145,8 +148,8 @@ class Pass1:
                      f", {reopened} misses at the end of the range asked again" if reopened else "",
                      time.monotonic() - started)
             self.ctx.say(files, f"pass 1 (template): {len(links)} links, {new} new"
-                      + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
-                         if pending_seen > DRY_RUN_LINKS else ""))
+                         + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
+                            if pending_seen > DRY_RUN_LINKS else ""))
         elif new:
             log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
         return new + reopened

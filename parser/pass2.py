@@ -44,7 +44,6 @@ class ObjectOutcome:
     refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
 
 
-
 class Pass2:
     def __init__(self, ctx: JobContext, pass1: Pass1):
         self.ctx = ctx
@@ -54,7 +53,8 @@ class Pass2:
         """Hand pending links to the scheduler, at most CONCURRENCY of this job's waiting or running."""
         if run.given_up:
             return
-        room = self.ctx.window - self.ctx.scheduler.waiting(run.objects) - self.ctx.scheduler.running_for(run.objects)
+        scheduler = self.ctx.scheduler
+        room = self.ctx.window - scheduler.waiting(run.objects) - scheduler.running_for(run.objects)
         run.drained = False
         while room > 0:
             if self.ctx.dry_run and run.handed >= DRY_RUN_LINKS:
@@ -68,14 +68,14 @@ class Pass2:
             if not run.started:
                 run.started = run.said_at = time.monotonic()
             self.ctx.scheduler.add(Work(url=url, owner=run.objects,
-                                    run=partial(self.fetch_object, files, index, url),
-                                    absorb=partial(self._object_done, run),
-                                    failed=partial(self._object_crashed, run, index, url)))
+                                        run=partial(self.fetch_object, files, index, url),
+                                        absorb=partial(self._object_done, run),
+                                        failed=partial(self._object_crashed, run, index, url)))
             run.handed += 1
             room -= 1
             if self.ctx.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(files, run) is not None:
                 self.ctx.say(files, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
-                                 f"{DRY_RUN_LINKS} and stops there")
+                                    f"{DRY_RUN_LINKS} and stops there")
 
     def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
         """The next link whose host is not held: from the frontier, else pulled from the link file."""
@@ -123,6 +123,7 @@ class Pass2:
             run.ready.append(outcome)
 
     def stage(self, files: JobFiles, run: JobRun) -> None:
+        """Main thread: the objects back since the last turn, staged together (one fsync) and marked."""
         ready, run.ready = run.ready, []
         if not ready:
             return
@@ -140,6 +141,7 @@ class Pass2:
             self.summary(files, run)
 
     def idle(self, run: JobRun) -> bool:
+        """Nothing of this job's pass 2 to send now, waiting, running or to stage."""
         return run.drained and not run.ready and not self.ctx.scheduler.waiting(run.objects) \
             and not self.ctx.scheduler.running_for(run.objects)
 
@@ -157,8 +159,8 @@ class Pass2:
         if run.tally and not harvesting:
             self.summary(files, run)
         if self.ctx.once and run.frontier.parked_count and not harvesting and not run.given_up:
-            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()], "links",
-                                  run.frontier.parked_count)
+            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()],
+                                     "links", run.frontier.parked_count)
 
     def summary(self, files: JobFiles, run: JobRun) -> None:
         job, tally = files.job, run.tally
@@ -172,7 +174,7 @@ class Pass2:
                  empties or "none", counts["pending"], time.monotonic() - run.started)
         failed = tried - tally["done"]
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
-                         + (f", {failed} failed" if failed else ""))
+                            + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()
         run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
