@@ -61,8 +61,9 @@ def _canonical(url: str, exact: bool) -> str:
         if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
             netloc = netloc.rsplit(":", 1)[0]
         path = parts.path if exact else _PATH_SESSION.sub("", parts.path)
-        fragment = parts.fragment if exact else ""
-        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), fragment))
+        # The fragment goes to w3lib even when it is to be dropped: w3lib strips control characters
+        # at the end of the whole string, so dropping it first would change what is left of the path.
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), parts.fragment))
         return canonicalize_url(cleaned, keep_fragments=exact)
     except (ValueError, UnicodeError):
         return url
