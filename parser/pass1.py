@@ -13,7 +13,7 @@ from linkgen.harvest import PageResult, fetch_page
 from linkgen.linkfile import Link, Mark
 from linkgen.templates import expand, expand_urls
 
-from .job_context import DRY_RUN_LINKS, JobContext, JobRun
+from .job_context import JobContext, JobRun
 from .job_files import JobFiles
 from .scheduler import Work
 
@@ -94,7 +94,7 @@ class Pass1:
             return
         new = len(links) - harvest.links_before
         summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
-                   f"{'' if self.ctx.dry_run else ' in the file'}, {new} new")
+                   f"{links.where}, {new} new")
         if harvest.stopped_at_max:
             summary += f"; stopped at max_pages ({job.harvest.max_pages})"
         files.pass1_finished(self.ctx.clock())  # before 'end': a crash between them only ends an empty run again
@@ -112,15 +112,16 @@ class Pass1:
         today = datetime.fromtimestamp(self.ctx.clock(), UTC).date()
         probes: list[str] = []
         pending_seen = 0
+        most = self.ctx.max_objects  # None: the whole template
         if job.stop_after_misses is None:
             # A closed template: streamed to the file in chunks, checked against the file in order,
             # never held whole (ten million links cost no more memory than ten thousand).
             def enough(pending: int) -> bool:
                 nonlocal pending_seen
                 pending_seen = pending
-                return pending > DRY_RUN_LINKS  # only the first links pass 2 would fetch are needed
+                return pending > most  # only the first links pass 2 would fetch are needed
             links.add_template(expand_urls(job.template, job.values, today=today),
-                               chunk=TEMPLATE_CHUNK, enough=enough if self.ctx.dry_run else None)
+                               chunk=TEMPLATE_CHUNK, enough=enough if most is not None else None)
         else:
             batch: list[Link] = []
             for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
@@ -128,9 +129,9 @@ class Pass1:
                 batch.append(Link(made.url, None, "template"))
                 if made.probe:
                     probes.append(made.url)
-                if self.ctx.dry_run:
+                if most is not None:
                     pending_seen += made.url not in links or links.status(made.url) == "pending"
-                    if pending_seen > DRY_RUN_LINKS:
+                    if pending_seen > most:
                         break
                 if len(batch) >= TEMPLATE_CHUNK:
                     links.add(batch)
@@ -148,8 +149,8 @@ class Pass1:
                      f", {reopened} misses at the end of the range asked again" if reopened else "",
                      time.monotonic() - started)
             self.ctx.say(files, f"pass 1 (template): {len(links)} links, {new} new"
-                         + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
-                            if pending_seen > DRY_RUN_LINKS else ""))
+                         + (f" (expanded only as far as {most + 1} links pending)"
+                            if most is not None and pending_seen > most else ""))
         elif new:
             log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
         return new + reopened

@@ -18,7 +18,7 @@ from linkgen.politeness import HostHeldError, polite_get
 
 from .errors import FetchError, ParseError
 from .extract import extract_fields, parse_html
-from .job_context import DRY_RUN_LINKS, JobContext, JobRun, url_of
+from .job_context import JobContext, JobRun, url_of
 from .job_files import JobFiles
 from .pass1 import Pass1
 from .record import now_iso
@@ -56,8 +56,9 @@ class Pass2:
         scheduler = self.ctx.scheduler
         room = self.ctx.window - scheduler.waiting(run.objects) - scheduler.running_for(run.objects)
         run.drained = False
+        most = self.ctx.max_objects
         while room > 0:
-            if self.ctx.dry_run and run.handed >= DRY_RUN_LINKS:
+            if most is not None and run.handed >= most:
                 run.drained = True
                 return
             item = self._next_link(files, run)
@@ -73,9 +74,9 @@ class Pass2:
                                         failed=partial(self._object_crashed, run, index, url)))
             run.handed += 1
             room -= 1
-            if self.ctx.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(files, run) is not None:
-                self.ctx.say(files, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
-                                    f"{DRY_RUN_LINKS} and stops there")
+            if most is not None and run.handed == most and self._next_link(files, run) is not None:
+                self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
+                                    f"{most} and stops there")
 
     def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
         """The next link whose host is not held: from the frontier, else pulled from the link file."""
@@ -150,7 +151,8 @@ class Pass2:
         --once waits for a held host (within ONCE_WAIT_MAX) or leaves its links for the next run."""
         if not self.idle(run):
             return
-        if files.job.stop_after_misses is not None and run.tried_since_extend and not self.ctx.dry_run:
+        # A run that fetches only the first links (--dry-run) does not go on past them.
+        if files.job.stop_after_misses is not None and run.tried_since_extend and self.ctx.max_objects is None:
             run.tried_since_extend = 0
             if self.pass1.expand_template(files, scheduled=False):
                 run.drained = False  # the new links go at the next turn
@@ -208,6 +210,7 @@ class Pass2:
         if not ready:
             return []
         staged = files.sink.stage([o.record for o in ready if o.record is not None])
+        files.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
         tally["new"] += len(staged.new)
         tally["duplicates"] += staged.duplicates
         marks = []
@@ -230,14 +233,12 @@ class Pass2:
                 if link_state.status == "refused":
                     again.append((mark.index, mark.url))
                 continue
-            if self.ctx.dry_run:  # nothing is recorded, so nothing is "asked again later"
-                what = mark.detail
-            elif link_state.status == "gone":
-                what = f"{mark.detail}; not asked again"
+            if link_state.status == "gone":
+                then = "not asked again"
             elif link_state.status == "retry":
-                what = f"{mark.detail}; attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
+                then = f"attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
             else:
-                what = f"{mark.detail}; given up after {link_state.attempts} attempts"
-            self.ctx.error(files, mark.url, what)
+                then = f"given up after {link_state.attempts} attempts"
+            self.ctx.error(files, mark.url, mark.detail, then)
         return again
 
