@@ -7,7 +7,7 @@ Side by side in one run, best of `repeat` each:
   sanitize.finish_record), every entry normalized, max_items cut after;
 - new: parse_body as a poll calls it (limit=max_items: only the kept entries are normalized);
 - new, every entry: parse_body with no limit (what a webhook or WebSub push gets);
-- bare feedparser.parse, bare fastfeedparser.parse (when installed: `pip install fastfeedparser`;
+- bare feedparser.parse, bare fastfeedparser.parse (when installed: `pip install -e .[bench]`;
   it is a reference only, the daemon does not use it), bare lxml (the floor).
 Prints seconds, feeds/s, entries/s, the ratios, and how many feeds went to the feedparser fallback.
 """

@@ -235,6 +235,11 @@ class LinkFile:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def where(self) -> str:
+        """Where the links are kept, for a summary line: ' in the file', or '' when in memory (read-only)."""
+        return "" if self.read_only else " in the file"
+
     def add(self, links: Iterable[Link]) -> list[Link]:
         """Append the links not in the file yet (one write, one fsync); return those."""
         index = self._url_index()

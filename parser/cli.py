@@ -146,7 +146,9 @@ def export_opml(args: argparse.Namespace) -> int:
 
 def run_daemon(args: argparse.Namespace) -> int:
     from .daemon import Daemon, RunOptions
+    from .memory import cap_malloc_arenas
     from .settings import load_settings
+    cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/memory.py)
     try:
         settings = load_settings(args.params)
         options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,

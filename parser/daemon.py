@@ -27,11 +27,9 @@ from . import logs
 from .adapters import Parsed
 from .clock import ScheduleClock, wall
 from .control import ControlBox, Request
-from .dedup import open_uniqueness
 from .errors import FetchError, ParseError, SettingsError, StorageError
 from .fetch import Fetcher, FetchResult, slot_wait
 from .fulltext import FullText, remember_path
-from .identity import Identity
 from .inbox import Inbox
 from .jobs import JobRunner, select_jobs
 from .lock import FolderLock
@@ -42,7 +40,7 @@ from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
 from .scheduler import Scheduler, Work
 from .settings import Settings, Source, load_settings
-from .sink import Sink, Staged, print_records, select_new
+from .sink import PrintSink, Sink, Staged
 from .source_schedule import SourceSchedule
 from .state import SourceState, iso
 from .urls import redact_url
@@ -133,11 +131,8 @@ class Daemon:
         self.tally = PollTally()
         self.finished_polls: list[PollOutcome] = []  # back from the workers, absorbed together
         self.tally_since = time.monotonic()
-        self.sink: Sink | None = None
-        self.dry_run_check = None  # --dry-run: a read-only uniqueness check, and the digests this run saw
-        self.dry_run_seen: set[str] = set()
+        self.sink: Sink | PrintSink | None = None  # --dry-run: a PrintSink, which writes nothing
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
-        self.dry_run_identity = Identity(settings.unique_fields, settings.hash)
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
         # them (a podcast's show page) is not identified by that link either (parser/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
@@ -162,8 +157,8 @@ class Daemon:
     def run(self) -> int:
         """Run until stopped (or every source once with --once); return the process exit code."""
         s = self.settings
-        if self.options.dry_run:
-            logs.setup(None, log_format=s.log_format)
+        if self.options.dry_run:  # no log files: errors.log's lines are comment lines among the records
+            logs.setup(None, log_format=s.log_format, errors_on_console=False)
         else:
             logs.setup(s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups, log_format=s.log_format)
         self._log_params(s)  # first: which file, so a daemon started in the wrong folder says so
@@ -176,46 +171,45 @@ class Daemon:
             self._close()
 
     def _open(self) -> None:
+        """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
+        the jobs' files in memory (parser/job_files.py); no database, inbox, listener or daemon.json."""
         s = self.settings
+        dry_run = self.options.dry_run
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
         self.scheduler = Scheduler(s.concurrency, s.per_host)
         full_text = FullText(self.fetcher.with_timeout(s.full_text_timeout),
-                             None if self.options.dry_run else remember_path(s.staging_dir)) \
+                             None if dry_run else remember_path(s.staging_dir)) \
             if any(src.full_text for src in self.sources) else None
         self.poller = Poller(self.fetcher, stop=self.stop, max_wait=s.deadline, rates=self._rate_limits(),
                              full_text=full_text)
-        if self.options.dry_run:
-            self.dry_run_check = open_uniqueness(s.dedup, s.staging_dir, s.hash, read_only=True)
-            if self.link_jobs:  # both passes in memory, their records printed (parser/jobs.py)
-                self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler,
-                                      stop=self.stop, clock=self.clock, once=True,
-                                      links_only=self.options.links_only, dry_run=True, out=self.out)
-                self.jobs.open()
-            self.schedule.load(self.sources, lambda src: 0.0, spread=False)
-            return
-        if s.shared:  # the group's schedule and states, in the database (parser/shared.py)
+        if s.shared and not dry_run:  # the group's schedule and states, in the database (parser/shared.py)
             from .shared import SharedSchedule
             self.schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources,
                                            named=bool(self.options.sources))
         self.schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX),
                            spread=not self.options.once)
-        self.sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
-                         staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
-                         dedup_mode=s.dedup, algorithm=s.hash)
-        self.db = Database(s.db_url)
-        self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
-        if s.shared and self.listened:  # delivery ids are the group's (parser/shared_push.py)
-            from .shared_push import SharedInbox
-            self.inbox = SharedInbox(s.staging_dir, s.db_url)
-        if self.listened and not self.options.once:
-            from .push import open_listener
-            self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
-        if self.link_jobs:
+        open_sink = partial(PrintSink, out=self.out) if dry_run else Sink
+        self.sink = open_sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
+                              staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
+                              dedup_mode=s.dedup, algorithm=s.hash)
+        if not dry_run:
+            self.db = Database(s.db_url)
+            self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
+            if s.shared and self.listened:  # delivery ids are the group's (parser/shared_push.py)
+                from .shared_push import SharedInbox
+                self.inbox = SharedInbox(s.staging_dir, s.db_url)
+            if self.listened and not self.options.once:
+                from .push import open_listener
+                self.listener = open_listener(s, self.listened, self.inbox, self.fetcher, self.stop)
+        if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs.py)
             self.jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
-                                  clock=self.clock, once=self.options.once, links_only=self.options.links_only)
+                                  clock=self.clock, once=self.options.once, links_only=self.options.links_only,
+                                  dry_run=dry_run, out=self.out)
             self.jobs.open()
+        if dry_run:
+            return
         if not self.options.once:
             self.control = ControlBox(s.staging_dir)
             if s.status_listen:
@@ -249,7 +243,7 @@ class Daemon:
         self.schedule.close()
         if self.db:
             self.db.close()
-        if self.sink:  # opened, so the lock is ours and daemon.json is this run's
+        if self.db is not None:  # opened, so the lock is ours and daemon.json is this run's
             self.run_info.running = False
             self._save_run_info()
         self.lock.release()
@@ -288,7 +282,8 @@ class Daemon:
         on the one worker loop; then one flush."""
         now = self.clock()
         # SHARED: the sources due that this daemon claims (the others' polls are theirs).
-        for source in self.schedule.due(now, len(self.sources)) if self.settings.shared else self.sources:
+        shared = self.settings.shared and not self.options.dry_run
+        for source in self.schedule.due(now, len(self.sources)) if shared else self.sources:
             state = self.schedule.state(source)
             if state.not_before > now:
                 log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)",
@@ -491,8 +486,6 @@ class Daemon:
 
     def _stage_polls(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
         """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
-        if self.options.dry_run:
-            return {}
         polled = [o for o in outcomes if o.error is None and not o.result.not_modified]
         batches = [(o.parsed.records, self._feed_links(o.source, o)) for o in polled]
         return {id(o): staged for o, staged in zip(polled, self.sink.stage_many(batches), strict=True)}
@@ -536,12 +529,10 @@ class Daemon:
         """Main thread: stage one source's records, then update its state and write its log lines."""
         source, now = outcome.source, self.clock()
         summary.polled += 1
-        if self.options.dry_run:
-            self._print_dry_run(outcome)
-            return
         state = self._state(source)
         state.last_poll = iso(now)
         if outcome.error is not None:
+            self.sink.say(f"{source.name}: error: {outcome.error}")
             self._failed(source, state, outcome, now)
             summary.errors += 1
             self.run_info.add(polls=1, errors=1)
@@ -555,6 +546,7 @@ class Daemon:
         state.count(now, polls=1, bytes=len(result.body))
         self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
+            self.sink.say(f"{source.name}: not modified")
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
             summary.not_modified += 1
             self.run_info.add(not_modified=1)
@@ -567,6 +559,9 @@ class Daemon:
                 if (source.name, note) not in self.noted:
                     self.noted.add((source.name, note))
                     log.info("%s  %s", source.name, note)
+            self.sink.say(f"{source.name}: {len(outcome.parsed.records)} records, {len(staged.new)} new would be "
+                          "staged")
+            self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
             log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
                      outcome.seconds, outcome.parsed.kind)  # kind: what the body was found to be
             summary.new += len(staged.new)
@@ -640,20 +635,6 @@ class Daemon:
         links = tuple(u for u in (outcome.parsed.home, source.url, outcome.result.url) if u)
         self.feed_links[source.name] = links
         return links
-
-    def _print_dry_run(self, outcome: PollOutcome) -> None:
-        name = outcome.source.name
-        if outcome.error is not None:
-            print(f"# {name}: error: {outcome.error}", file=self.out)
-        elif outcome.result.not_modified:
-            print(f"# {name}: not modified", file=self.out)
-        else:
-            records = outcome.parsed.records
-            staged = select_new(records, self.dry_run_check, self.dry_run_identity, self.dry_run_seen,
-                                self._feed_links(outcome.source, outcome))
-            print(f"# {name}: {len(records)} records, {len(staged.new)} new would be staged", file=self.out)
-            print_records(staged.new, self.out)
-        self.out.flush()
 
     def _stage_received(self) -> None:
         """Main thread: stage what the listener took in (webhook deliveries, WebSub pushes)."""

@@ -94,6 +94,9 @@ _ISO = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}")
 _RFC822 = re.compile(r"^(?:[A-Za-z]{3},?\s*)?(\d{1,2})\s+([A-Za-z]{3})[a-z]*\s+(\d{4})\s+(\d{1,2}):(\d{2})"
                      r"(?::(\d{2}))?\s*(?:([+-])(\d{2}):?(\d{2})|([A-Za-z]{1,5}))?$")
 _MONTH_NUMBER = {name.lower(): number for number, name in enumerate(_ENGLISH, 1)}
+# The ISO 8601 most Atom feeds write: read by datetime.fromisoformat (C), which agrees with
+# dateutil.isoparse on these at a fiftieth of the cost (tests/test_dates_iso.py holds the two equal).
+_ISO_PLAIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,11 @@ def _english(text: str) -> str:
 
 
 def _parse(text: str) -> datetime | None:
+    if _ISO_PLAIN.fullmatch(text):
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            pass  # hour 24, second 60, 30 February: the readers below decide as they always have
     if looks_iso(text):
         try:
             return dateutil_parser.isoparse(text)

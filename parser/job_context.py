@@ -1,13 +1,12 @@
 """What the passes of the two-pass jobs share (parser/pass1.py, parser/pass2.py): the worker loop, the
 fetcher, robots.txt and the hosts' pauses (Retry-After), the run's mode, and how a job says what
-happened (parser.log and errors.log, or comment lines among --dry-run's printed records); and
-JobRun, what this process is doing with one job now. Main thread only.
+happened (parser.log and errors.log, and the job's sink: comment lines among --dry-run's printed
+records); and JobRun, what this process is doing with one job now. Main thread only.
 """
 from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -57,7 +56,7 @@ class JobRun:
     empty: Counter = field(default_factory=Counter)
     started: float = 0.0                       # time.monotonic() of the first fetch since the last summary
     said_at: float = 0.0
-    handed: int = 0                            # --dry-run: objects handed out
+    handed: int = 0                            # objects handed out (counted against max_objects)
     seen_links: int = -1                       # len(link file) when its pending links were last asked for
     asked_at: float = 0.0
     drained: bool = False                      # the last look found no link to send now
@@ -78,20 +77,23 @@ class JobRun:
 
 
 class JobContext:
+    """The jobs' share of the daemon: fetcher, scheduler, robots.txt, the hosts' pauses, the mode."""
+
     def __init__(self, settings: Settings, *, fetcher: Fetcher, scheduler: Scheduler, stop,
-                 clock: Callable[[], float], once: bool, links_only: bool, dry_run: bool, out: TextIO | None,
-                 progress: TextIO | None):
+                 clock: Callable[[], float], once: bool, links_only: bool, max_objects: int | None,
+                 progress: TextIO | None, shared: bool = False):
         self.settings = settings
         self.fetcher = fetcher
         self.scheduler = scheduler
         self.stop = stop
         self.clock = clock
-        self.once = once or dry_run
+        self.once = once
         self.links_only = links_only
-        self.dry_run = dry_run
-        self.out = out if out is not None else sys.stdout
+        # None: every pending link; a number (--dry-run's DRY_RUN_LINKS): pass 1 expands a template
+        # only as far as that many pending links and pass 2 fetches that many objects a job at most.
+        self.max_objects = max_objects
         self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
-        self.shared = settings.shared and not dry_run  # the group's links and hosts (parser/shared_jobs.py)
+        self.shared = shared  # SHARED = True: the group's links and hosts (parser/shared_jobs.py)
         if self.shared:
             from .shared_jobs import SharedHostPacer
             self.pacer: HostPacer = SharedHostPacer(settings.db_url, stop=stop)
@@ -102,18 +104,16 @@ class JobContext:
         self.progress = logs.progress_line(progress)
         self._progress_at = 0.0
 
-    def error(self, files: JobFiles, url: str, what: str) -> None:
-        """errors.log, or with --dry-run a comment line among the printed records."""
-        if self.dry_run:
-            print(f"# {files.job.name}: {redact_url(url)}: {' '.join(what.split())}", file=self.out)
-        else:
-            logs.error_line(files.job.name, url, what)
+    def error(self, files: JobFiles, url: str, what: str, then: str = "") -> None:
+        """errors.log: what happened and `then`, what becomes of the link; and the job's sink says what
+        happened (--dry-run: a comment line among the printed records; nothing is kept, so no `then`).
+        A dry run has no errors.log (parser/logs.py): the comment line is all it shows."""
+        logs.error_line(files.job.name, url, f"{what}; {then}" if then else what)
+        self.say(files, f"{redact_url(url)}: {' '.join(what.split())}")
 
     def say(self, files: JobFiles, text: str) -> None:
-        """--dry-run only: a comment line among the printed records."""
-        if self.dry_run:
-            print(f"# {files.job.name}: {text}", file=self.out)
-            self.out.flush()
+        """A comment line among --dry-run's printed records (a real run's sink says nothing)."""
+        files.sink.say(f"{files.job.name}: {text}")
 
     def show(self, text: str) -> None:
         if self.progress is None or time.monotonic() - self._progress_at < 0.25:

@@ -3,14 +3,17 @@
 state.json keeps when pass 1 last finished and the hosts that asked for a pause (429/503 with
 Retry-After) with the time until which they get no request, so a restart or the next --once
 honours the pause too. Under --dry-run every file is read as it is and nothing is written: the
-link file and harvest live in memory, and the records go to a DryRunSink, which prints them.
+link file, harvest and state live in memory, and the records go to a PrintSink (parser/sink.py),
+which prints them. That choice is made here, once, when the job's files are opened.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -18,12 +21,10 @@ from linkgen.harvest import Harvest
 from linkgen.linkfile import LinkFile, Mark
 from linkgen.politeness import MAX_HOLD
 
-from .dedup import open_uniqueness
 from .extract import compile_selector
-from .identity import Identity
 from .job_settings import LinkJob
 from .settings import Settings
-from .sink import Sink, Staged, print_records, select_new
+from .sink import PrintSink, Sink
 from .staging import read_rows
 from .state import SLACK
 
@@ -34,47 +35,26 @@ def job_folder(staging_dir: Path, name: str) -> Path:
     return staging_dir / "jobs" / name
 
 
-class DryRunSink:
-    """--dry-run: the records that would be staged, printed as JSON lines. The job's hash file is read
-    (so what is stored already is not shown), never written."""
-
-    def __init__(self, job: LinkJob, settings: Settings, folder: Path, out: TextIO):
-        self.identity = Identity(job.unique_fields, settings.hash, table=job.name)
-        self.out = out
-        self.dedup = open_uniqueness(settings.dedup, folder, settings.hash, "hashes", read_only=True)
-        self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
-
-    def stage(self, records: list[dict]) -> Staged:
-        staged = select_new(records, self.dedup, self.identity, self.seen)
-        print_records(staged.new, self.out)
-        return staged
-
-    def save(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.dedup.close()
-
-
 class JobFiles:
     """One job's files: link file, harvest log, sink (staging CSV, hashes) and state.json."""
 
     def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float], *,
                  dry_run: bool = False, out: TextIO | None = None):
         self.job = job
-        self.dry_run = dry_run
         self.folder = job_folder(settings.staging_dir, job.name)
+        self.dry_run = dry_run
+        # --dry-run: the files read as they are, every change kept in memory, the records printed.
         self.links = self._open_links(settings, clock)
-        if dry_run:
-            self.sink: Sink | DryRunSink = DryRunSink(job, settings, self.folder, out)
-        else:
-            self.sink = Sink(table=job.name, columns=job.columns, unique_fields=job.unique_fields,
-                             staging_dir=self.folder, csv_name="staging.csv", hash_stem="hashes",
-                             dedup_mode=settings.dedup, algorithm=settings.hash)
+        open_sink = partial(PrintSink, out=out or sys.stdout) if dry_run else Sink
+        self.sink: Sink | PrintSink = open_sink(table=job.name, columns=job.columns, unique_fields=job.unique_fields,
+                                                staging_dir=self.folder, csv_name="staging.csv",
+                                                hash_stem="hashes", dedup_mode=settings.dedup,
+                                                algorithm=settings.hash)
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
         self.state_path = self.folder / "state.json"
+        self.saved_to: Path | None = None if dry_run else self.state_path  # None: the state stays in memory
         saved = self._load_state()
         self.pass1_at = float(saved.get("pass1_at", 0.0))
         holds, lengths = saved.get("holds", {}), saved.get("hold_seconds", {})
@@ -112,14 +92,14 @@ class JobFiles:
                 self.holds[host] = now + longest
 
     def _save_state(self, now: float) -> None:
-        if self.dry_run:
+        if self.saved_to is None:
             return
         self.holds = {host: until for host, until in self.holds.items() if until > now}
         self.hold_seconds = {host: s for host, s in self.hold_seconds.items() if host in self.holds}
-        tmp = self.state_path.with_suffix(".tmp")
+        tmp = self.saved_to.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pass1_at": self.pass1_at, "holds": self.holds,
                                    "hold_seconds": self.hold_seconds}), encoding="utf-8")
-        os.replace(tmp, self.state_path)
+        os.replace(tmp, self.saved_to)
 
     def pass1_finished(self, at: float) -> None:
         self.pass1_at = at
@@ -136,8 +116,8 @@ class JobFiles:
 
     def recover_staged(self) -> int:
         """Links whose records reached the staging CSV but whose 'done' line a crash cut off: mark them."""
-        if self.dry_run:
-            return 0
+        if not isinstance(self.sink, Sink):
+            return 0  # a PrintSink (--dry-run) stages nothing, so nothing of it was cut off
         staging = self.sink.staging
         staged: dict[str, None] = {}
         for path in [*staging.batches(), staging.path]:

@@ -37,7 +37,7 @@ from .pass1 import Pass1
 from .pass2 import Pass2
 from .scheduler import Scheduler
 from .settings import Settings
-from .sink import Sink
+from .sink import PrintSink, Sink
 
 log = logging.getLogger("parser")
 
@@ -61,10 +61,15 @@ class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
                  progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None):
+        """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/job_files.py),
+        at most DRY_RUN_LINKS objects a job; the passes themselves do not know."""
         self.settings = settings
         self.jobs = jobs
-        self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock, once=once,
-                              links_only=links_only, dry_run=dry_run, out=out, progress=progress)
+        self.dry_run, self.out = dry_run, out
+        self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
+                              once=once or dry_run, links_only=links_only,
+                              max_objects=DRY_RUN_LINKS if dry_run else None, progress=progress,
+                              shared=settings.shared and not dry_run)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
@@ -76,7 +81,7 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = ctx.clock()
         for job in self.jobs:
-            files = self._job_files()(job, self.settings, ctx.clock, dry_run=ctx.dry_run, out=ctx.out)
+            files = self._job_files()(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
             recovered = files.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
@@ -100,7 +105,7 @@ class JobRunner:
             files.close()
         self.ctx.pacer.close()
 
-    def sinks(self) -> list[Sink]:
+    def sinks(self) -> list[Sink | PrintSink]:
         """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
         return [files.sink for files in self.job_files]
 

@@ -116,8 +116,10 @@ def progress_line(stream: TextIO | None = None) -> ProgressLine | None:
 
 
 def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, console: bool = True,
-          log_format: str = "text") -> None:
-    """Route the three loggers to their files under log_dir (None: console only, for --dry-run)."""
+          log_format: str = "text", errors_on_console: bool = True) -> None:
+    """Route the three loggers to their files under log_dir (None: console only, for --dry-run).
+    errors_on_console False (--dry-run): errors.log's lines go nowhere; the dry run prints them as
+    comment lines among its records instead."""
     global _console
     fmt = _JsonFormatter() if log_format == "json" else _TextFormatter()
     for logger in (log, errors, critical):
@@ -140,7 +142,10 @@ def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, 
         # On a terminal show the poll lines too; under nohup or systemd only what needs a look.
         stream.setLevel(logging.INFO if sys.stderr.isatty() else logging.WARNING)
         for logger in (log, errors, critical):
-            logger.addHandler(stream)
+            if logger is not errors or errors_on_console:
+                logger.addHandler(stream)
+    if not errors_on_console and not errors.handlers:
+        errors.addHandler(logging.NullHandler())  # not logging's last resort, which prints to stderr
 
 
 def error_line(source: str, url: str, description: str) -> None:

@@ -13,7 +13,7 @@ from linkgen.harvest import PageResult, fetch_page
 from linkgen.linkfile import Link, Mark
 from linkgen.templates import expand, expand_urls
 
-from .job_context import DRY_RUN_LINKS, JobContext, JobRun
+from .job_context import JobContext, JobRun
 from .job_files import JobFiles
 from .scheduler import Work
 
@@ -26,9 +26,12 @@ class Pass1:
         self.ctx = ctx
 
     def step(self, files: JobFiles, run: JobRun) -> None:
+        """Main thread, each turn: expand the template or start the harvest when due (--once: once a
+        run), and hand the harvest's next pages to the scheduler."""
+        ctx = self.ctx
         # --once runs pass 1 now; in a group only when the group's is due and the job's lock is free.
-        once = self.ctx.once and not self.ctx.shared
-        due = not run.pass1_ran if once else files.pass1_due(self.ctx.clock())
+        once = ctx.once and not ctx.shared
+        due = not run.pass1_ran if once else files.pass1_due(ctx.clock())
         if files.harvest is None:
             if due:
                 self.expand_template(files, scheduled=True)
@@ -47,20 +50,20 @@ class Pass1:
         run.pass1_ran = True
         if run.given_up:
             return
-        room = self.ctx.window - self.ctx.scheduler.waiting(run.pages) - self.ctx.scheduler.running_for(run.pages)
+        room = ctx.window - ctx.scheduler.waiting(run.pages) - ctx.scheduler.running_for(run.pages)
         job = files.job
-        for url, depth in harvest.take(max(room, 0), held_for=self.ctx.pacer.key_held_for):
-            self.ctx.scheduler.add(Work(url=url, owner=run.pages,
-                                    run=partial(fetch_page, url, depth, job.harvest, fetcher=self.ctx.fetcher,
-                                                pacer=self.ctx.pacer, robots=self.ctx.robots, delay=job.delay),
-                                    absorb=partial(self._page_done, files, run),
-                                    failed=partial(self._page_crashed, files, run, url, depth)))
+        for url, depth in harvest.take(max(room, 0), held_for=ctx.pacer.key_held_for):
+            ctx.scheduler.add(Work(url=url, owner=run.pages,
+                                   run=partial(fetch_page, url, depth, job.harvest, fetcher=ctx.fetcher,
+                                               pacer=ctx.pacer, robots=ctx.robots, delay=job.delay),
+                                   absorb=partial(self._page_done, files, run),
+                                   failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
             self._end_harvest(files, run)
-        elif self.ctx.once and not harvest.taken and harvest.waiting:
+        elif ctx.once and not harvest.taken and harvest.waiting:
             # Only pages on held hosts are left: --once waits for them within its budget.
-            self.ctx.hold_or_give_up(files, run, harvest.level_waiting(self.ctx.pacer.key_held_for), "pages",
-                                  harvest.waiting)
+            ctx.hold_or_give_up(files, run, harvest.level_waiting(ctx.pacer.key_held_for), "pages",
+                                harvest.waiting)
 
     def _page_crashed(self, files: JobFiles, run: JobRun, url: str, depth: int, exc: BaseException) -> None:
         """A bug in a worker fails that page, not the daemon."""
@@ -76,7 +79,7 @@ class Pass1:
         if result.retry_after is not None:
             attempts = harvest.refused(result)
             self.ctx.refusal(files, url, f"harvest: {result.error}", attempts,
-                          "dead" if harvest.out_of_attempts(url) else "refused")
+                             "dead" if harvest.out_of_attempts(url) else "refused")
             if not harvest.out_of_attempts(url):
                 return  # still queued: asked again when the hold ends
         links.add(harvest.links_of(result))  # the links first: a page is marked done only after
@@ -93,7 +96,7 @@ class Pass1:
             return
         new = len(links) - harvest.links_before
         summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
-                   f"{'' if self.ctx.dry_run else ' in the file'}, {new} new")
+                   f"{links.where}, {new} new")
         if harvest.stopped_at_max:
             summary += f"; stopped at max_pages ({job.harvest.max_pages})"
         files.pass1_finished(self.ctx.clock())  # before 'end': a crash between them only ends an empty run again
@@ -111,15 +114,16 @@ class Pass1:
         today = datetime.fromtimestamp(self.ctx.clock(), UTC).date()
         probes: list[str] = []
         pending_seen = 0
+        most = self.ctx.max_objects  # None: the whole template
         if job.stop_after_misses is None:
             # A closed template: streamed to the file in chunks, checked against the file in order,
             # never held whole (ten million links cost no more memory than ten thousand).
             def enough(pending: int) -> bool:
                 nonlocal pending_seen
                 pending_seen = pending
-                return pending > DRY_RUN_LINKS  # only the first links pass 2 would fetch are needed
+                return pending > most  # only the first links pass 2 would fetch are needed
             links.add_template(expand_urls(job.template, job.values, today=today),
-                               chunk=TEMPLATE_CHUNK, enough=enough if self.ctx.dry_run else None)
+                               chunk=TEMPLATE_CHUNK, enough=enough if most is not None else None)
         else:
             batch: list[Link] = []
             for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
@@ -127,9 +131,9 @@ class Pass1:
                 batch.append(Link(made.url, None, "template"))
                 if made.probe:
                     probes.append(made.url)
-                if self.ctx.dry_run:
+                if most is not None:
                     pending_seen += made.url not in links or links.status(made.url) == "pending"
-                    if pending_seen > DRY_RUN_LINKS:
+                    if pending_seen > most:
                         break
                 if len(batch) >= TEMPLATE_CHUNK:
                     links.add(batch)
@@ -147,8 +151,8 @@ class Pass1:
                      f", {reopened} misses at the end of the range asked again" if reopened else "",
                      time.monotonic() - started)
             self.ctx.say(files, f"pass 1 (template): {len(links)} links, {new} new"
-                      + (f" (expanded only as far as {DRY_RUN_LINKS + 1} links pending)"
-                         if pending_seen > DRY_RUN_LINKS else ""))
+                         + (f" (expanded only as far as {most + 1} links pending)"
+                            if most is not None and pending_seen > most else ""))
         elif new:
             log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
         return new + reopened

@@ -18,7 +18,7 @@ from linkgen.politeness import HostHeldError, polite_get
 
 from .errors import FetchError, ParseError
 from .extract import extract_fields, parse_html
-from .job_context import DRY_RUN_LINKS, JobContext, JobRun, url_of
+from .job_context import JobContext, JobRun, url_of
 from .job_files import JobFiles
 from .pass1 import Pass1
 from .record import now_iso
@@ -44,7 +44,6 @@ class ObjectOutcome:
     refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
 
 
-
 class Pass2:
     def __init__(self, ctx: JobContext, pass1: Pass1):
         self.ctx = ctx
@@ -54,10 +53,12 @@ class Pass2:
         """Hand pending links to the scheduler, at most CONCURRENCY of this job's waiting or running."""
         if run.given_up:
             return
-        room = self.ctx.window - self.ctx.scheduler.waiting(run.objects) - self.ctx.scheduler.running_for(run.objects)
+        scheduler = self.ctx.scheduler
+        room = self.ctx.window - scheduler.waiting(run.objects) - scheduler.running_for(run.objects)
         run.drained = False
+        most = self.ctx.max_objects
         while room > 0:
-            if self.ctx.dry_run and run.handed >= DRY_RUN_LINKS:
+            if most is not None and run.handed >= most:
                 run.drained = True
                 return
             item = self._next_link(files, run)
@@ -68,14 +69,14 @@ class Pass2:
             if not run.started:
                 run.started = run.said_at = time.monotonic()
             self.ctx.scheduler.add(Work(url=url, owner=run.objects,
-                                    run=partial(self.fetch_object, files, index, url),
-                                    absorb=partial(self._object_done, run),
-                                    failed=partial(self._object_crashed, run, index, url)))
+                                        run=partial(self.fetch_object, files, index, url),
+                                        absorb=partial(self._object_done, run),
+                                        failed=partial(self._object_crashed, run, index, url)))
             run.handed += 1
             room -= 1
-            if self.ctx.dry_run and run.handed == DRY_RUN_LINKS and self._next_link(files, run) is not None:
-                self.ctx.say(files, f"more than {DRY_RUN_LINKS} links pending: the dry run fetches the first "
-                                 f"{DRY_RUN_LINKS} and stops there")
+            if most is not None and run.handed == most and self._next_link(files, run) is not None:
+                self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
+                                    f"{most} and stops there")
 
     def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
         """The next link whose host is not held: from the frontier, else pulled from the link file."""
@@ -123,6 +124,7 @@ class Pass2:
             run.ready.append(outcome)
 
     def stage(self, files: JobFiles, run: JobRun) -> None:
+        """Main thread: the objects back since the last turn, staged together (one fsync) and marked."""
         ready, run.ready = run.ready, []
         if not ready:
             return
@@ -140,6 +142,7 @@ class Pass2:
             self.summary(files, run)
 
     def idle(self, run: JobRun) -> bool:
+        """Nothing of this job's pass 2 to send now, waiting, running or to stage."""
         return run.drained and not run.ready and not self.ctx.scheduler.waiting(run.objects) \
             and not self.ctx.scheduler.running_for(run.objects)
 
@@ -148,7 +151,8 @@ class Pass2:
         --once waits for a held host (within ONCE_WAIT_MAX) or leaves its links for the next run."""
         if not self.idle(run):
             return
-        if files.job.stop_after_misses is not None and run.tried_since_extend and not self.ctx.dry_run:
+        # A run that fetches only the first links (--dry-run) does not go on past them.
+        if files.job.stop_after_misses is not None and run.tried_since_extend and self.ctx.max_objects is None:
             run.tried_since_extend = 0
             if self.pass1.expand_template(files, scheduled=False):
                 run.drained = False  # the new links go at the next turn
@@ -157,8 +161,8 @@ class Pass2:
         if run.tally and not harvesting:
             self.summary(files, run)
         if self.ctx.once and run.frontier.parked_count and not harvesting and not run.given_up:
-            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()], "links",
-                                  run.frontier.parked_count)
+            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()],
+                                     "links", run.frontier.parked_count)
 
     def summary(self, files: JobFiles, run: JobRun) -> None:
         job, tally = files.job, run.tally
@@ -172,7 +176,7 @@ class Pass2:
                  empties or "none", counts["pending"], time.monotonic() - run.started)
         failed = tried - tally["done"]
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
-                         + (f", {failed} failed" if failed else ""))
+                            + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()
         run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
@@ -206,6 +210,7 @@ class Pass2:
         if not ready:
             return []
         staged = files.sink.stage([o.record for o in ready if o.record is not None])
+        files.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
         tally["new"] += len(staged.new)
         tally["duplicates"] += staged.duplicates
         marks = []
@@ -228,14 +233,12 @@ class Pass2:
                 if link_state.status == "refused":
                     again.append((mark.index, mark.url))
                 continue
-            if self.ctx.dry_run:  # nothing is recorded, so nothing is "asked again later"
-                what = mark.detail
-            elif link_state.status == "gone":
-                what = f"{mark.detail}; not asked again"
+            if link_state.status == "gone":
+                then = "not asked again"
             elif link_state.status == "retry":
-                what = f"{mark.detail}; attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
+                then = f"attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
             else:
-                what = f"{mark.detail}; given up after {link_state.attempts} attempts"
-            self.ctx.error(files, mark.url, what)
+                then = f"given up after {link_state.attempts} attempts"
+            self.ctx.error(files, mark.url, mark.detail, then)
         return again
 

@@ -17,6 +17,7 @@ RECORD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summ
 _SPACES = re.compile(r"\s+")
 # Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")  # _CONTROL or a lone surrogate
 _HTMLISH = re.compile(r"</[A-Za-z][\w-]*\s*>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
 # In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
 # like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
@@ -38,13 +39,17 @@ def clean_text(value: Any) -> str:
         return ""
     text = str(value)
     if len(text) > 1024:
-        # Long text (a post's content): three passes in C beat the pattern's per-character loop
-        # three times over. UTF-8 never holds these bytes inside a multi-byte character.
-        raw = text.encode("utf-8", "surrogatepass")
+        # Long text (a post's content): passes in C beat the pattern's per-character loop three
+        # times over. UTF-8 never holds these bytes inside a multi-byte character.
+        try:
+            raw = text.encode("utf-8")  # fails on a lone surrogate (see safe_text)
+        except UnicodeEncodeError:
+            text = safe_text(text)
+            raw = text.encode("utf-8")
         kept = raw.translate(None, _CONTROL_BYTES)
-        if len(kept) != len(raw):
-            text = kept.decode("utf-8", "surrogatepass")
-        return safe_text(text)
+        return text if len(kept) == len(raw) else kept.decode("utf-8")
+    if _UNSAFE.search(text) is None:  # nearly every short text: one scan, nothing to build
+        return text
     return safe_text(_CONTROL.sub("", text))
 
 

@@ -56,6 +56,8 @@ class SharedLinkFile:
         self.coord.close()
 
     # -- pass 1 -------------------------------------------------------------------------------
+    where = " in the shared table"  # for pass 1's summary line, as LinkFile's " in the file"
+
     def __len__(self) -> int:
         return self._count
 

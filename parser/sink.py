@@ -2,6 +2,8 @@
 
 A Sink is the same for every kind of record: the cyclic pass has one (table `items`), each
 two-pass job has its own (its own table, CSV and hash file), so uniqueness is per table.
+--dry-run opens a PrintSink in its place (the one choice, where the run is opened): the same
+interface, the records that would be staged printed, nothing written.
 """
 from __future__ import annotations
 
@@ -129,5 +131,48 @@ class Sink:
     def close(self) -> None:
         self.dedup.close()
 
+    def say(self, text: str) -> None:
+        """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
 
-__all__ = ["Sink", "Staged", "StorageError"]
+    def show(self, records: list[dict]) -> None:
+        """A PrintSink prints the records that would be staged; a Sink has staged them."""
+
+
+class PrintSink:
+    """--dry-run's sink: Sink's interface, writing nothing. Uniqueness is checked read-only against
+    the hashes staged by earlier runs (so what is stored already is not shown) and against this run's
+    own records; show() prints the records that would be staged, say() the comment lines among them."""
+
+    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
+                 out: TextIO):
+        self.table = table
+        self.identity = Identity(unique_fields, algorithm, table=table)
+        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
+        self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
+        self.out = out
+
+    def stage(self, records: list[dict], feed_links: Iterable[str] = ()) -> Staged:
+        return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
+
+    def stage_many(self, batches: list[tuple[list[dict], Iterable[str]]]) -> list[Staged]:
+        return [self.stage(records, links) for records, links in batches]
+
+    def flush(self, db: Database | None) -> tuple[int, int]:
+        return 0, 0
+
+    def save(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.dedup.close()
+
+    def say(self, text: str) -> None:
+        print(f"# {text}", file=self.out)
+        self.out.flush()
+
+    def show(self, records: list[dict]) -> None:
+        print_records(records, self.out)
+
+
+__all__ = ["PrintSink", "Sink", "Staged", "StorageError"]

@@ -86,3 +86,43 @@ def test_dry_run_fetches_at_most_20_objects_a_job_and_says_so(server, project):
     assert "# pages: pass 1 (template): 21 links, 21 new (expanded only as far as 21 links pending)" in comments
     assert sum(1 for p in server.hits if p.startswith("/item/")) == 20
     assert list(project.folder.iterdir()) == [project.params]
+
+
+def test_a_dry_run_of_feeds_and_a_job_after_real_runs_changes_no_file_and_prints_only_what_is_new(server, project):
+    """The project folder (staging, logs, database, the job's link file and state) listed with each file's
+    bytes and modification time before and after a --dry-run: the same. A failing feed is a comment line
+    among the records, as the job's failed links are, and no errors.log line on the console."""
+    shop = Shop(server, items_per_list=4, lists=1)
+    server.route("/feed.xml", body=rss(numbered_items(1, 2)))
+    server.route("/bad.xml", status=500, body=b"down")
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")},
+                                  {"name": "bad", "url": server.url("/bad.xml")}],
+                         LINK_JOBS=[{"name": "pages", "template": server.url("/item/{id}"),
+                                     "values": {"id": {"from": 1, "to": 5}}, "fields": HARVEST_FIELDS}])
+    project.run("--once")  # 'bad' fails: its error goes to errors.log
+    assert len(project.rows()) == 2 and len(project.rows("pages")) == 4
+    server.route("/feed.xml", body=rss(numbered_items(1, 3)))
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")},
+                                  {"name": "bad", "url": server.url("/bad.xml")}],
+                         LINK_JOBS=[{"name": "pages", "template": server.url("/item/{id}"),
+                                     "values": {"id": {"from": 1, "to": 6}}, "fields": HARVEST_FIELDS}])
+    shop.add_item(6)
+
+    def listing() -> dict[str, tuple[str, int]]:
+        return {str(p.relative_to(project.folder)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+                for p in sorted(project.folder.rglob("*")) if p.is_file()}
+
+    before = listing()
+    assert any(name.startswith("db/") for name in before) and "staging/jobs/pages/links.txt" in before
+    proc = project.run("--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert listing() == before
+
+    records, comments = printed(proc.stdout)
+    assert sorted(r.get("title") or r.get("url") for r in records) == ["Item 3", server.url("/item/6")]
+    assert "# feed: 3 records, 1 new would be staged" in comments
+    assert "# bad: error: HTTP 500 Internal Server Error" in comments
+    assert f"# pages: {server.url('/item/5')}: HTTP 404 Not Found" not in comments  # gone for good: not asked
+    assert "# pages: pass 1 (template): 6 links, 1 new" in comments
+    assert "bad" not in proc.stderr and "500" not in proc.stderr
+    assert len(project.rows()) == 2 and len(project.rows("pages")) == 4

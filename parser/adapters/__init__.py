@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..cpu_slots import one_per_core
+
 
 @dataclass
 class Parsed:
@@ -35,6 +37,7 @@ class Parsed:
 FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed the body to feedparser
 
 
+@one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def parse_body(source, body: bytes, *, url: str, headers, fetched: str, limit: int | None = None) -> Parsed:
     """Pick the adapter for `source` and parse one fetched body into records.
 

@@ -27,7 +27,7 @@ import lxml.etree as etree
 from ..charset import to_utf8
 from ..dates import read_date
 from ..record import clean_text, title_text
-from ..urls import canonical_url
+from ..urls import canonical_url, is_canonical_already
 from . import Parsed, select_newest
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
 
@@ -78,15 +78,17 @@ _RDF_ABOUT = f"{{{RDF}}}about"
 # along: HTML's named entities (&eacute;, &nbsp;), which become character references, and a bare
 # '&' (a link's "?a=1&b=2"), which becomes &amp;. CDATA sections are left as they are.
 _ODD_AMPERSAND = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);)")
-_AMPERSAND = re.compile(rb"&(?:([A-Za-z][A-Za-z0-9]{1,31});|#[0-9]+;|#[xX][0-9a-fA-F]+;|[A-Za-z_][\w.-]*;)?")
+# What _repaired turns into XML: every ampersand but XML's own references, with the name it opens.
+_REPAIRABLE = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);)"
+                         rb"(?:([A-Za-z][A-Za-z0-9]{1,31});|[A-Za-z_][\w.-]*;)?")
 _DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
-_CDATA = re.compile(rb"(<!\[CDATA\[.*?\]\]>)", re.DOTALL)
 _XML_DECLARATION = re.compile(rb"<\?xml[^>]{0,300}\?>")
 # Text that reads as HTML (feedparser's test for RSS, whose elements carry no type): a closing tag
 # or an entity reference. "Use <br> sparingly" stays text; "Why &lt;template&gt;" is HTML.
 _LOOKS_LIKE_HTML = re.compile(r"</[A-Za-z][^>]*>|&#?[A-Za-z0-9]+;|&#[0-9]+")
 # What a summary's text leaves out: comments, scripts and styles whole, then every tag.
 _NOT_TEXT = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_MAY_HIDE_TEXT = re.compile(r"<(?:!--|script|style)", re.IGNORECASE)  # _NOT_TEXT's cheap test
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
 # "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
@@ -162,9 +164,19 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
 
 
 def _repair_ampersands(text: bytes) -> bytes:
-    parts = _CDATA.split(text)
-    parts[::2] = [_AMPERSAND.sub(_repaired, part) for part in parts[::2]]
-    return b"".join(parts)
+    """`text` with the ampersands outside CDATA sections made XML (see _repaired). The sections are
+    found with bytes.find: a non-greedy pattern over a whole feed cost more than the parse itself."""
+    parts: list[bytes] = []
+    position = 0
+    while True:
+        start = text.find(b"<![CDATA[", position)
+        end = text.find(b"]]>", start + 9) if start >= 0 else -1
+        if end < 0:  # no (closed) section left: the rest is markup
+            parts.append(_REPAIRABLE.sub(_repaired, text[position:]))
+            return b"".join(parts)
+        parts.append(_REPAIRABLE.sub(_repaired, text[position:start]))
+        parts.append(text[start:end + 3])
+        position = end + 3
 
 
 def _repaired(match: re.Match) -> bytes:
@@ -220,10 +232,10 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
     """The entry's children by field (TAGS), in document order; media:group's children included."""
     fields: dict[str, list[etree._Element]] = {}
     for child in entry:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)  # an entity's tag is a function: never in TAGS (and read once: lxml builds it)
         if name == "mediagroup":
             for grandchild in child:
-                inner = TAGS.get(grandchild.tag) if isinstance(grandchild.tag, str) else None
+                inner = TAGS.get(grandchild.tag)
                 if inner in ("mediatitle", "mediadescription"):
                     fields.setdefault(inner, []).append(grandchild)
         elif name:
@@ -234,7 +246,7 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
 def _entry_date(entry: etree._Element) -> tuple[str, bool]:
     fields = {}
     for child in entry:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)
         if name in ("published", "updated", "created"):
             fields.setdefault(name, []).append(child)
     return _published(fields)
@@ -297,7 +309,9 @@ def _html_text(value: str) -> str:
     """Plain text of an HTML fragment, whitespace collapsed. Patterns, not an HTML parser: a summary
     is text to read, and this runs over every kept entry's HTML (an lxml parse costs five times more)."""
     if "<" in value:
-        value = _TAG.sub(" ", _NOT_TEXT.sub(" ", value))
+        if _MAY_HIDE_TEXT.search(value):
+            value = _NOT_TEXT.sub(" ", value)
+        value = _TAG.sub(" ", value)
     if "&" in value:
         value = html.unescape(value)
     return " ".join(value.split())
@@ -421,6 +435,8 @@ def _http(element: etree._Element, value: str) -> str:
             return ""
         if not value.lower().startswith(("http://", "https://")):
             return ""
+    if is_canonical_already(value, exact=True):  # most links: no split, no w3lib
+        return value
     try:
         if not urlsplit(value).hostname:
             return ""
@@ -432,7 +448,7 @@ def _http(element: etree._Element, value: str) -> str:
 def _home(channel: etree._Element) -> str:
     """The feed's own home page: RSS's channel <link>, Atom's alternate link."""
     for child in channel:
-        name = TAGS.get(child.tag) if isinstance(child.tag, str) else None
+        name = TAGS.get(child.tag)
         if name == "link":
             link = _http(child, _plain(child) or (child.get("href") or "").strip())
         elif name == "atomlink" and (child.get("rel") or "alternate").strip() == "alternate":

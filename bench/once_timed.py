@@ -1,0 +1,71 @@
+"""`run_daemon.py` with per-phase clocks, for bench/bench_once_real.py: where a `--once` spends its time.
+
+    python -m bench.once_timed TIMINGS.json --params FOLDER/params.py --once
+
+Runs parser.cli.main unchanged, with a clock around each phase's one entry point (nothing else is
+replaced), and writes the sums to TIMINGS.json before leaving as run_daemon.py does:
+- fetch: Fetcher.get, in the worker threads (wall seconds summed over threads: mostly waiting);
+- parse: parse_body as parser/poll.py calls it, in the worker threads (CPU seconds of those threads,
+  so that time spent waiting for the GIL is not counted twice);
+- uniqueness: sink.select_new (identity keys and the hash-file check), on the main thread;
+- staging: the rest of Sink.stage (CSV append, fsync, hashes remembered), on the main thread;
+- flush: Sink.flush and Sink.save (the database insert, the Bloom filter saved), on the main thread.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+
+from parser import cli, poll, sink
+from parser.fetch import Fetcher
+
+_wall: dict[str, float] = defaultdict(float)
+_cpu: dict[str, float] = defaultdict(float)
+_calls: dict[str, int] = defaultdict(int)
+_lock = threading.Lock()
+
+
+def _clocked(phase: str, function):
+    def clocked(*args, **kwargs):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            with _lock:
+                _wall[phase] += wall
+                _cpu[phase] += cpu
+                _calls[phase] += 1
+    return clocked
+
+
+def main() -> None:
+    out, argv = sys.argv[1], sys.argv[2:]
+    started = time.perf_counter()
+    Fetcher.get = _clocked("fetch", Fetcher.get)
+    poll.parse_body = _clocked("parse", poll.parse_body)
+    sink.select_new = _clocked("uniqueness", sink.select_new)
+    sink.Sink.stage = _clocked("stage", sink.Sink.stage)  # uniqueness included: subtracted below
+    sink.Sink.flush = _clocked("flush", sink.Sink.flush)
+    sink.Sink.save = _clocked("flush", sink.Sink.save)
+    code = cli.main(argv)
+    wall = {k: round(v, 3) for k, v in _wall.items()}
+    wall["staging"] = round(_wall.get("stage", 0.0) - _wall.get("uniqueness", 0.0), 3)
+    usage = os.times()
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"wall": wall, "cpu": {k: round(v, 3) for k, v in _cpu.items()}, "calls": dict(_calls),
+                   "seconds": round(time.perf_counter() - started, 3),
+                   "process_cpu": round(usage.user + usage.system, 3)}, f)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)  # as parser.cli.run: worker threads stuck in a read must not hold the exit
+
+
+if __name__ == "__main__":
+    main()
