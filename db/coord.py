@@ -3,9 +3,10 @@ every shared table (made under one advisory lock), and the sources' schedule and
 Jobs' tables are db/coord_jobs.py's, pushed sources' db/coord_push.py's; the daemon-side classes are
 parser/shared*.py. Nothing here knows about feeds.
 
-One row per source. A daemon claims due rows in a batch: the claim moves `due_at` to the end of the
-lease, so a claimed row is not due for anyone else, and a daemon that dies (kill -9, a lost machine)
-leaves rows that come due again when their lease ends. When a poll is done, its daemon writes the
+One row per source. A daemon claims due rows in a batch: the claim moves `due_at` an interval on (or
+to the end of the lease, if later), so a claimed row is not due for anyone else, and a daemon that
+dies (kill -9, a lost machine) leaves rows that come due again then: never within the interval of a
+request it may have sent. When a poll is done, its daemon writes the
 state and the next due time and clears the lease, but only while the lease is still its own.
 
 Times are the database's clock (now()): the daemons' machines may disagree about the time of day,
@@ -199,7 +200,7 @@ class Coordinator:
         rows = self.execute(f"""
             UPDATE parser_sources s
             SET lease_owner = %(me)s, lease_until = now() + make_interval(secs => %(lease)s),
-                due_at = now() + make_interval(secs => %(lease)s)
+                due_at = now() + make_interval(secs => GREATEST(%(lease)s, s.interval_s))
             WHERE s.name IN (SELECT name FROM parser_sources
                              WHERE {only} AND due_at <= now()
                              ORDER BY due_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
@@ -212,7 +213,7 @@ class Coordinator:
         rows = self.execute(f"""
             UPDATE parser_sources
             SET lease_owner = %(me)s, lease_until = now() + make_interval(secs => %(lease)s),
-                due_at = now() + make_interval(secs => %(lease)s)
+                due_at = now() + make_interval(secs => GREATEST(%(lease)s, interval_s))
             WHERE name = %(name)s AND (lease_owner IS NULL OR lease_owner = %(me)s OR lease_until < now())
             RETURNING name, state, {HOLD_LEFT}""", {"me": self.owner, "lease": float(lease), "name": name})
         return Claimed(rows[0][0], rows[0][1], float(rows[0][2])) if rows else None
@@ -240,13 +241,15 @@ class Coordinator:
         """Every lease this daemon holds, renewed: a cycle longer than expected keeps its sources."""
         rows = self.execute("""
             UPDATE parser_sources SET lease_until = now() + make_interval(secs => %(lease)s),
-                due_at = now() + make_interval(secs => %(lease)s)
+                due_at = GREATEST(due_at, now() + make_interval(secs => %(lease)s))
             WHERE lease_owner = %(me)s RETURNING name""", {"me": self.owner, "lease": float(lease)})
         return len(rows)
 
     def release_sources(self) -> int:
-        """This daemon's leases given back (it stops): due at once for the others."""
-        rows = self.execute("UPDATE parser_sources SET due_at = now(), lease_owner = NULL, lease_until = NULL"
+        """This daemon's leases given back (it stops): due an interval from now (not at the lease's
+        end), since a request may have gone out before the stop, and counts as a poll."""
+        rows = self.execute("UPDATE parser_sources SET lease_owner = NULL, lease_until = NULL,"
+                            " due_at = LEAST(due_at, now() + make_interval(secs => interval_s))"
                             " WHERE lease_owner = %s RETURNING name", (self.owner,))
         return len(rows)
 

@@ -57,7 +57,7 @@ def test_a_polled_source_is_due_again_after_its_interval_with_its_state(pg_url, 
 
 def test_a_dead_daemons_sources_are_taken_over_when_the_lease_ends(pg_url, coords):
     dead, alive, _ = coords
-    dead.sync_sources(sources(3))
+    dead.sync_sources(sources(3, interval=0.5))
     assert len(dead.claim_sources(3, lease=0.5)) == 3  # then "killed": never finishes
     assert alive.claim_sources(3, lease=30) == []
     time.sleep(0.6)
@@ -70,9 +70,10 @@ def test_a_dead_daemons_sources_are_taken_over_when_the_lease_ends(pg_url, coord
 
 def test_a_stopping_daemon_gives_its_claims_back(coords):
     a, b, _ = coords
-    a.sync_sources(sources(4))
+    a.sync_sources(sources(4, interval=0.5))
     a.claim_sources(4, lease=300)
     assert a.release_sources() == 4
+    time.sleep(0.6)  # not the lease's 300 s: an interval after the claim, as if they had been polled
     assert len(b.claim_sources(10, lease=30)) == 4
 
 
@@ -113,7 +114,7 @@ def test_the_schema_is_created_once_by_many_daemons_starting_together(pg_url):
 
 def test_a_renewed_lease_keeps_a_long_poll_from_the_others(coords):
     slow, other, _ = coords
-    slow.sync_sources(sources(2))
+    slow.sync_sources(sources(2, interval=0.1))
     assert len(slow.claim_sources(2, lease=0.5)) == 2
     time.sleep(0.3)
     assert slow.renew_sources(lease=0.5) == 2
