@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from types import MappingProxyType
@@ -31,7 +31,7 @@ from .errors import FetchError, ParseError, SettingsError, StorageError
 from .fetch import Fetcher, FetchResult, slot_wait
 from .fulltext import FullText, remember_path
 from .inbox import Inbox
-from .jobs import JobRunner, select_jobs
+from .jobs import JobRunner
 from .lock import FolderLock
 from .poll import Poller
 from .protocols import polled, protocol_of, pushed
@@ -88,16 +88,21 @@ class PollTally:
     fetch_bytes: int = 0
 
 
-def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
-    """Enabled sources, or exactly the named ones (named but disabled still runs: the user asked)."""
+def select_named(items: Sequence, names: tuple[str, ...], kind: str, params_name: str) -> list:
+    """Enabled sources (or jobs), or exactly the named ones (named but disabled still runs: the user
+    asked); `kind` ("source", "job") names them in the message about a name params.py lacks."""
     if not names:
-        return [s for s in settings.sources if s.enabled]
-    by_name = {s.name: s for s in settings.sources}
+        return [item for item in items if item.enabled]
+    by_name = {item.name: item for item in items}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise ValueError(f"no source named {', '.join(map(repr, unknown))} in {settings.params_path.name}"
-                         f" (sources: {', '.join(by_name) or 'none'})")
+        raise ValueError(f"no {kind} named {', '.join(map(repr, unknown))} in {params_name}"
+                         f" ({kind}s: {', '.join(by_name) or 'none'})")
     return [by_name[n] for n in dict.fromkeys(names)]
+
+
+def select_sources(settings: Settings, names: tuple[str, ...]) -> list[Source]:
+    return select_named(settings.sources, names, "source", settings.params_path.name)
 
 
 class Daemon:
@@ -111,7 +116,8 @@ class Daemon:
         self.wall = clock or wall
         self.out = out
         self.sources = select_sources(settings, options.sources)
-        self.link_jobs = select_jobs(settings, options.jobs)
+        self.link_jobs = select_named(getattr(settings, "link_jobs", ()), options.jobs, "job",
+                                      settings.params_path.name)
         if (options.jobs or options.links_only) and not options.sources:
             self.sources = []    # --job / --links-only alone: the jobs, not the feeds
         elif options.sources and not options.jobs:
@@ -228,18 +234,9 @@ class Daemon:
         return RateLimits()
 
     def _close(self) -> None:
-        if self.status_page:
-            self.status_page.close()
-        if self.listener:
-            self.listener.close()
-        if self.scheduler:
-            self.scheduler.close()
-        if self.fetcher:
-            self.fetcher.close()
-        if self.sink:
-            self.sink.close()
-        if self.jobs:
-            self.jobs.close()
+        for part in (self.status_page, self.listener, self.scheduler, self.fetcher, self.sink, self.jobs):
+            if part:
+                part.close()
         self.schedule.close()
         if self.db:
             self.db.close()

@@ -41,20 +41,7 @@ from .sink import PrintSink, Sink
 
 log = logging.getLogger("parser")
 
-__all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder", "select_jobs"]
-
-
-def select_jobs(settings: Settings, names: tuple[str, ...]) -> list[LinkJob]:
-    """Enabled jobs, or exactly the named ones (named but disabled still runs: the user asked)."""
-    jobs = getattr(settings, "link_jobs", ())
-    if not names:
-        return [j for j in jobs if j.enabled]
-    by_name = {j.name: j for j in jobs}
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        raise ValueError(f"no job named {', '.join(map(repr, unknown))} in {settings.params_path.name}"
-                         f" (jobs: {', '.join(by_name) or 'none'})")
-    return [by_name[n] for n in dict.fromkeys(names)]
+__all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder"]
 
 
 class JobRunner:
