@@ -89,13 +89,15 @@ class RateLimits:
             bucket = self._buckets.get(name)
             if bucket is None or bucket.rate != rate:
                 bucket = self._buckets[name] = TokenBucket(rate, self.clock)
-        wait = bucket.reserve(max_wait)
-        if wait is None:
-            return None
-        if wait > 0:
-            stop.wait(wait)
-        return wait
+        return pause(bucket.reserve(max_wait), stop)
 
     def next_free(self, name: str) -> float:
         bucket = self._buckets.get(name)
         return bucket.next_free() if bucket else 0.0
+
+
+def pause(wait: float | None, stop: threading.Event) -> float | None:
+    """Sleep the `wait` a bucket reserved (until then or a stop); None (nothing reserved) passes through."""
+    if wait is not None and wait > 0:
+        stop.wait(wait)
+    return wait

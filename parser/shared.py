@@ -19,9 +19,9 @@ from db.coord import Coordinator, PerThread
 from . import logs
 from .errors import StorageError
 from .protocols import polled
-from .ratelimit import Rate, RateLimits
+from .ratelimit import Rate, RateLimits, pause
 from .settings import Settings, Source
-from .state import SourceState, load_state
+from .state import SourceState, load_state, state_of
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -166,10 +166,7 @@ class SharedSchedule:
         return True
 
     def state(self, source: Source) -> SourceState:
-        state = self.states.get(source.name)
-        if state is None or state.url != source.url:
-            state = self.states[source.name] = SourceState(url=source.url)
-        return state
+        return state_of(self.states, source.name, source.url)
 
     def changed(self) -> None:
         """A pushed record counted in a state: the group's row gets it with the source's next poll."""
@@ -268,11 +265,7 @@ class SharedRateLimits(RateLimits):
             wait = self.coords.get().take_rate(name, rate.burst, rate.per_second, max_wait)
         except StorageError:
             return super().wait(name, rate, max_wait, stop)
-        if wait is None:
-            return None
-        if wait > 0:
-            stop.wait(wait)
-        return wait
+        return pause(wait, stop)
 
     def next_free(self, name: str) -> float:
         rate = self._rates.get(name)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .settings import Source
-from .state import SourceState, load_states, pull_back, save_states
+from .state import SourceState, load_states, pull_back, save_states, state_of
 
 SAVE_EVERY = 1.0  # seconds: state.json at most this often while polls come in
 STATE_WRITE_RATE = 128 * 1024  # bytes a second, on average, that state.json may cost between flushes
@@ -133,10 +133,7 @@ class SourceSchedule:
 
     # -- state ------------------------------------------------------------------------------------
     def state(self, source: Source) -> SourceState:
-        state = self.states.get(source.name)
-        if state is None or state.url != source.url:
-            state = self.states[source.name] = SourceState(url=source.url)
-        return state
+        return state_of(self.states, source.name, source.url)
 
     def changed(self) -> None:
         """A state was changed outside a poll (a push counted, an operator's reset): save it soon."""

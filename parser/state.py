@@ -124,3 +124,12 @@ def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping
             log.info("%s  Retry-After hold ends in %.0f s, beyond its %.0f s (the clock was set back):"
                      " pulled back", name, state.not_before - now, hold)
             state.not_before = now + hold
+
+
+def state_of(states: dict[str, SourceState], name: str, url: str) -> SourceState:
+    """The state kept for source `name`, made afresh when there is none or it belonged to another
+    url (validators, redirects and failures are the old address's)."""
+    state = states.get(name)
+    if state is None or state.url != url:
+        state = states[name] = SourceState(url=url)
+    return state
