@@ -102,6 +102,16 @@ CREATE TABLE IF NOT EXISTS parser_hosts (
     next_at    timestamptz NOT NULL DEFAULT now(),
     held_until timestamptz
 );
+
+-- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs;
+-- `until` bounds the hold, so a killed daemon's slot comes free by itself.
+CREATE TABLE IF NOT EXISTS parser_host_slots (
+    host  text NOT NULL,
+    slot  integer NOT NULL,
+    owner text,
+    until timestamptz,
+    PRIMARY KEY (host, slot)
+);
 """
 HOLD_LEFT = "COALESCE(GREATEST(EXTRACT(EPOCH FROM hold_until - now()), 0), 0)"
 
@@ -274,6 +284,31 @@ class Coordinator:
             FROM parser_rates WHERE source = %(source)s""",
             {"source": source, "burst": float(burst), "rate": float(per_second)})
         return max(0.0, float(rows[0][0])) if rows else 0.0
+
+    # -- PER_HOST slots ----------------------------------------------------------------------------
+    def take_host_slot(self, host: str, per_host: int, hold: float) -> int | None:
+        """One of the host's `per_host` slots, held for at most `hold` seconds, or None when every
+        one is taken. The rows are made the first time a host is asked for (one more statement)."""
+        take = """
+            UPDATE parser_host_slots SET owner = %(me)s, until = now() + make_interval(secs => %(hold)s)
+            WHERE (host, slot) = (SELECT host, slot FROM parser_host_slots
+                                  WHERE host = %(host)s AND slot < %(n)s AND (owner IS NULL OR until < now())
+                                  LIMIT 1 FOR UPDATE SKIP LOCKED)
+            RETURNING slot"""
+        params = {"me": self.owner, "hold": float(hold), "host": host, "n": per_host}
+        rows = self.execute(take, params)
+        if not rows:
+            made = self.execute("INSERT INTO parser_host_slots (host, slot)"
+                                " SELECT %(host)s, generate_series(0, %(n)s - 1)"
+                                " ON CONFLICT DO NOTHING RETURNING slot", params)
+            if made:
+                rows = self.execute(take, params)
+        return rows[0][0] if rows else None
+
+    def free_host_slot(self, host: str, slot: int) -> None:
+        """A slot taken by take_host_slot given back (unless its hold ran out and another took it)."""
+        self.execute("UPDATE parser_host_slots SET owner = NULL, until = NULL"
+                     " WHERE host = %s AND slot = %s AND owner = %s", (host, slot, self.owner))
 
     def source_states(self) -> list[tuple[str, dict, float, float]]:
         """(name, state, seconds until due, seconds of a hold left) of every source, for `status`."""

@@ -184,6 +184,9 @@ class Daemon:
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
+        if s.shared and not dry_run:  # PER_HOST for the group (parser/shared_hosts.py)
+            from .shared_hosts import SharedHostLimiter
+            self.fetcher.limiter = SharedHostLimiter(s.db_url, s.per_host, s.deadline, self.stop)
         self.scheduler = Scheduler(s.concurrency, s.per_host)
         full_text = FullText(self.fetcher.with_timeout(s.full_text_timeout),
                              None if dry_run else remember_path(s.staging_dir)) \

@@ -94,17 +94,46 @@ def slot_wait() -> float:
     return waited
 
 
+class HostBusyError(FetchError):
+    """No PER_HOST slot of the host came free in time: with SHARED, other daemons hold them all."""
+
+
+def fetch_cut() -> bool:
+    """Whether this worker thread's fetch has passed its deadline (a wait for a slot ends there)."""
+    cutoff = getattr(_fetching, "cutoff", None)
+    return cutoff is not None and cutoff.fired
+
+
 class _Slot:
-    def __init__(self, semaphore: threading.BoundedSemaphore):
+    """One fetch's hold on its host: this machine's semaphore, and whatever take()/give_back() add
+    (with SHARED, a slot of the group's: parser/shared_hosts.py)."""
+
+    def __init__(self, semaphore: threading.BoundedSemaphore, host: str):
         self.semaphore = semaphore
+        self.host = host
 
     def __enter__(self) -> None:
         started = time.monotonic()
         self.semaphore.acquire()
-        _fetching.slot_wait = getattr(_fetching, "slot_wait", 0.0) + time.monotonic() - started
+        try:
+            self.take()
+        except BaseException:
+            self.semaphore.release()
+            raise
+        finally:
+            _fetching.slot_wait = getattr(_fetching, "slot_wait", 0.0) + time.monotonic() - started
 
     def __exit__(self, *exc) -> None:
-        self.semaphore.release()
+        try:
+            self.give_back()
+        finally:
+            self.semaphore.release()
+
+    def take(self) -> None:
+        """Called holding the local semaphore, before the request; may raise FetchError."""
+
+    def give_back(self) -> None:
+        """Called after the request, before the local semaphore is released."""
 
 
 class HostLimiter:
@@ -121,7 +150,13 @@ class HostLimiter:
             sem = self._semaphores.get(key)
             if sem is None:
                 sem = self._semaphores[key] = threading.BoundedSemaphore(self.per_host)
-            return _Slot(sem)
+        return self.make_slot(sem, key)
+
+    def make_slot(self, semaphore: threading.BoundedSemaphore, host: str) -> _Slot:
+        return _Slot(semaphore, host)
+
+    def close(self) -> None:
+        """Nothing to close here (the group's limiter has its connections)."""
 
 
 class _Cutoff:
@@ -251,6 +286,7 @@ class Fetcher:
 
     def close(self) -> None:
         self.session.close()
+        self.limiter.close()
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
             last_modified: str | None = None, accept: str | None = None,
@@ -275,8 +311,8 @@ class Fetcher:
         cutoff = _fetching.cutoff = _Cutoff(self.deadline)
         try:
             return self._follow(url, request_headers, set(headers or {}), deadline, cutoff, may_follow, gate)
-        except FetchError:
-            if cutoff.fired:
+        except FetchError as exc:
+            if cutoff.fired and not isinstance(exc, HostBusyError):
                 raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
                                  "(the server answers too slowly)") from None
             raise

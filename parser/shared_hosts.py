@@ -1,0 +1,78 @@
+"""SHARED = True: PER_HOST for the whole group, not per daemon (SQL in db/coord.py, parser_host_slots).
+
+A fetch first takes this machine's slot of its host (parser/fetch.py's semaphore, so the threads of
+one daemon do not queue in the database), then one of the host's PER_HOST rows in the shared table,
+and gives both back when its request is done. When every row is held by other daemons the worker
+asks again every SLOT_POLL seconds until the fetch's deadline, then the fetch fails with HostBusyError
+(abandoned, not a failure of the source, when the daemon is stopping). While the database is away
+only the local semaphore holds, as SharedRateLimits falls back to this daemon's own buckets.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from db.coord import PerThread
+
+from .errors import StorageError
+from .fetch import HostBusyError, HostLimiter, _Slot, fetch_cut
+
+log = logging.getLogger("parser")
+SLOT_POLL = 0.05  # seconds between asks for a slot of a host busy on other daemons
+# A held row's bound past DEADLINE: a daemon killed mid-fetch leaves it, and it comes free after this.
+HOLD_MARGIN = 30.0
+
+
+class SharedHostLimiter(HostLimiter):
+    """HostLimiter whose slots are also the group's: at most PER_HOST fetches to one host:port across
+    every daemon sharing the database. Worker threads: a connection each."""
+
+    def __init__(self, db_url: str, per_host: int, deadline: float, stop: threading.Event):
+        super().__init__(per_host)
+        self.coords = PerThread(db_url)
+        self.deadline = deadline
+        self.stop = stop
+        self.outage = False  # said once per outage
+
+    def make_slot(self, semaphore: threading.BoundedSemaphore, host: str) -> _Slot:
+        return _GroupSlot(semaphore, host, self)
+
+    def close(self) -> None:
+        self.coords.close()
+
+
+class _GroupSlot(_Slot):
+    def __init__(self, semaphore: threading.BoundedSemaphore, host: str, limiter: SharedHostLimiter):
+        super().__init__(semaphore, host)
+        self.limiter = limiter
+        self.taken: int | None = None
+
+    def take(self) -> None:
+        limiter = self.limiter
+        give_up = time.monotonic() + limiter.deadline
+        while True:
+            try:
+                self.taken = limiter.coords.get().take_host_slot(self.host, limiter.per_host,
+                                                                 2 * limiter.deadline + HOLD_MARGIN)
+            except StorageError as exc:
+                if not limiter.outage:
+                    log.info("shared: %s; PER_HOST holds for this daemon only until the database answers", exc)
+                limiter.outage = True
+                return
+            limiter.outage = False
+            if self.taken is not None:
+                return
+            if limiter.stop.is_set() or fetch_cut() or time.monotonic() >= give_up:
+                raise HostBusyError(f"PER_HOST: host busy on other daemons (all {limiter.per_host} slots of "
+                               f"{self.host} held for {limiter.deadline:g} s)")
+            limiter.stop.wait(SLOT_POLL)
+
+    def give_back(self) -> None:
+        if self.taken is None:
+            return
+        try:
+            self.limiter.coords.get().free_host_slot(self.host, self.taken)
+        except StorageError:
+            pass  # its hold ends by itself
+        self.taken = None
