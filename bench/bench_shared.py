@@ -12,6 +12,8 @@
    due, their due times spread over an hour), and the table's size.
 4. Pass 2's claim and mark of 32 links with 1,000,000 links of one job in the table, half of them done
    (the done ones first, as pass 2 leaves them), and the table's size.
+5. PER_HOST for the group: what a fetch costs extra (taking one of its host's slots and giving it
+   back, two statements), with 1,000 hosts' slots in the table, against a poll's 500 ms.
 Each part runs in a database of its own, made on the server of PARSER_TEST_PG_URL and dropped after.
 """
 from __future__ import annotations
@@ -142,18 +144,41 @@ def link_claim_cost(base: str, links: int, rounds: int = 100, batch: int = CONCU
         return statistics.median(claims) * 1000, statistics.median(marks) * 1000, size
 
 
+def host_slot_cost(base: str, hosts: int = 1000, rounds: int = 2000) -> tuple[float, float]:
+    """Median ms of take_host_slot and free_host_slot (PER_HOST 2), cycling over `hosts` hosts."""
+    with fresh_database(base) as url:
+        coord = Coordinator(url)
+        coord.create_schema()
+        for h in range(hosts):  # the hosts' rows made (a first fetch's one extra INSERT)
+            coord.free_host_slot(f"h{h}:https", coord.take_host_slot(f"h{h}:https", 2, 60))
+        takes, frees = [], []
+        for i in range(rounds):
+            host = f"h{i % hosts}:https"
+            started = time.perf_counter()
+            slot = coord.take_host_slot(host, 2, 60)
+            taken = time.perf_counter()
+            coord.free_host_slot(host, slot)
+            takes.append(taken - started)
+            frees.append(time.perf_counter() - taken)
+        coord.close()
+    return statistics.median(takes) * 1000, statistics.median(frees) * 1000
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sources", type=int, default=600)
     ap.add_argument("--daemons", default="1,2,4")
     ap.add_argument("--table-sizes", default="100000,1000000")
     ap.add_argument("--links", type=int, default=1_000_000)
+    ap.add_argument("--only-host-slots", action="store_true", help="part 5 alone")
     args = ap.parse_args()
     base = os.environ.get("PARSER_TEST_PG_URL") or os.environ.get("PARSER_BENCH_PG_URL")
     if not base:
         print("skipped: set PARSER_TEST_PG_URL to a PostgreSQL server (e.g. postgresql://postgres@127.0.0.1:5432/test)")
         return
     print(f"code measured: {ROOT}")
+    if args.only_host_slots:
+        return host_slots(base)
     print(f"\n1. {args.sources} loopback feeds, {LATENCY * 1000:.0f} ms each, CONCURRENCY {CONCURRENCY} per daemon")
     print(f"{'daemons':>7}  {'polls/min':>10}  {'seconds':>7}  {'vs 1 daemon':>11}")
     one = None
@@ -176,6 +201,13 @@ def main() -> None:
         print(f"\n4. pass 2 with {args.links:,} links of one job, half done: claim of {CONCURRENCY} links "
               f"{claim_ms:.2f} ms, their marks {mark_ms:.2f} ms ({(claim_ms + mark_ms) / CONCURRENCY:.3f} ms a link); "
               f"table {table}", flush=True)
+    host_slots(base)
+
+
+def host_slots(base: str) -> None:
+    take_ms, free_ms = host_slot_cost(base)
+    print(f"\n5. PER_HOST for the group, per fetch (median of 2000, 1,000 hosts): take a slot {take_ms:.2f} ms, "
+          f"give it back {free_ms:.2f} ms; {(take_ms + free_ms) / (LATENCY * 1000):.2%} of a 500 ms poll", flush=True)
 
 
 if __name__ == "__main__":

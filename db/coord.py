@@ -112,6 +112,15 @@ CREATE TABLE IF NOT EXISTS parser_host_slots (
     until timestamptz,
     PRIMARY KEY (host, slot)
 );
+-- Workers waiting for a slot of a busy host, oldest first: a free slot goes to them before a newcomer
+-- (the daemon that just freed one would otherwise win every time); `seen` older than a second: gone.
+CREATE TABLE IF NOT EXISTS parser_host_waits (
+    host  text NOT NULL,
+    owner text NOT NULL,
+    since timestamptz NOT NULL DEFAULT now(),
+    seen  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (host, owner)
+);
 """
 HOLD_LEFT = "COALESCE(GREATEST(EXTRACT(EPOCH FROM hold_until - now()), 0), 0)"
 
@@ -286,14 +295,21 @@ class Coordinator:
         return max(0.0, float(rows[0][0])) if rows else 0.0
 
     # -- PER_HOST slots ----------------------------------------------------------------------------
-    def take_host_slot(self, host: str, per_host: int, hold: float) -> int | None:
-        """One of the host's `per_host` slots, held for at most `hold` seconds, or None when every
-        one is taken. The rows are made the first time a host is asked for (one more statement)."""
+    def take_host_slot(self, host: str, per_host: int, hold: float, waiting: bool = False) -> int | None:
+        """One of the host's `per_host` slots, held for at most `hold` seconds, or None when every one
+        is taken or promised to workers waiting longer; a None with `waiting` puts this worker in the
+        line. The rows are made the first time a host is asked for (one more statement)."""
         take = """
             UPDATE parser_host_slots SET owner = %(me)s, until = now() + make_interval(secs => %(hold)s)
             WHERE (host, slot) = (SELECT host, slot FROM parser_host_slots
                                   WHERE host = %(host)s AND slot < %(n)s AND (owner IS NULL OR until < now())
                                   LIMIT 1 FOR UPDATE SKIP LOCKED)
+              AND (SELECT count(*) FROM parser_host_waits
+                   WHERE host = %(host)s AND owner <> %(me)s AND seen > now() - interval '1 second'
+                     AND since < COALESCE((SELECT since FROM parser_host_waits WHERE host = %(host)s
+                                           AND owner = %(me)s), 'infinity'))
+                  < (SELECT count(*) FROM parser_host_slots
+                     WHERE host = %(host)s AND slot < %(n)s AND (owner IS NULL OR until < now()))
             RETURNING slot"""
         params = {"me": self.owner, "hold": float(hold), "host": host, "n": per_host}
         rows = self.execute(take, params)
@@ -303,7 +319,18 @@ class Coordinator:
                                 " ON CONFLICT DO NOTHING RETURNING slot", params)
             if made:
                 rows = self.execute(take, params)
+        if rows and waiting:
+            self.stop_waiting(host)
+        elif not rows and waiting:
+            self.execute("INSERT INTO parser_host_waits AS w (host, owner) VALUES (%(host)s, %(me)s)"
+                         " ON CONFLICT (host, owner) DO UPDATE SET seen = now(),"
+                         " since = CASE WHEN w.seen < now() - interval '1 second' THEN now() ELSE w.since END",
+                         params)
         return rows[0][0] if rows else None
+
+    def stop_waiting(self, host: str) -> None:
+        """This worker out of the host's line (it has a slot, or gave up)."""
+        self.execute("DELETE FROM parser_host_waits WHERE host = %s AND owner = %s", (host, self.owner))
 
     def free_host_slot(self, host: str, slot: int) -> None:
         """A slot taken by take_host_slot given back (unless its hold ran out and another took it)."""

@@ -3,9 +3,11 @@
 A fetch first takes this machine's slot of its host (parser/fetch.py's semaphore, so the threads of
 one daemon do not queue in the database), then one of the host's PER_HOST rows in the shared table,
 and gives both back when its request is done. When every row is held by other daemons the worker
-asks again every SLOT_POLL seconds until the fetch's deadline, then the fetch fails with HostBusyError
-(abandoned, not a failure of the source, when the daemon is stopping). While the database is away
-only the local semaphore holds, as SharedRateLimits falls back to this daemon's own buckets.
+joins the host's line (parser_host_waits: a free slot goes to the longest waiting first, not to the
+daemon that just freed it) and asks again every SLOT_POLL seconds until the fetch's deadline, then
+the fetch fails with HostBusyError (abandoned, not a failure of the source, when the daemon is
+stopping). While the database is away only the local semaphore holds, as SharedRateLimits falls back
+to this daemon's own buckets.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from .fetch import HostBusyError, HostLimiter, _Slot, fetch_cut
 
 log = logging.getLogger("parser")
 SLOT_POLL = 0.05  # seconds between asks for a slot of a host busy on other daemons
-# A held row's bound past DEADLINE: a daemon killed mid-fetch leaves it, and it comes free after this.
-HOLD_MARGIN = 30.0
+# A held row's bound past DEADLINE (a fetch holds its slot no longer than its deadline): the slot of
+# a daemon killed mid-fetch comes free after this.
+HOLD_MARGIN = 5.0
 
 
 class SharedHostLimiter(HostLimiter):
@@ -51,28 +54,33 @@ class _GroupSlot(_Slot):
     def take(self) -> None:
         limiter = self.limiter
         give_up = time.monotonic() + limiter.deadline
-        while True:
-            try:
-                self.taken = limiter.coords.get().take_host_slot(self.host, limiter.per_host,
-                                                                 2 * limiter.deadline + HOLD_MARGIN)
-            except StorageError as exc:
-                if not limiter.outage:
-                    log.info("shared: %s; PER_HOST holds for this daemon only until the database answers", exc)
-                limiter.outage = True
-                return
-            limiter.outage = False
-            if self.taken is not None:
-                return
-            if limiter.stop.is_set() or fetch_cut() or time.monotonic() >= give_up:
-                raise HostBusyError(f"PER_HOST: host busy on other daemons (all {limiter.per_host} slots of "
-                               f"{self.host} held for {limiter.deadline:g} s)")
-            limiter.stop.wait(SLOT_POLL)
+        coords, waited = limiter.coords, False
+        try:
+            while True:
+                self.taken = coords.get().take_host_slot(self.host, limiter.per_host,
+                                                         limiter.deadline + HOLD_MARGIN, waiting=waited)
+                limiter.outage = False
+                if self.taken is not None:
+                    return
+                if limiter.stop.is_set() or fetch_cut() or time.monotonic() >= give_up:
+                    if waited:
+                        coords.get().stop_waiting(self.host)
+                    raise HostBusyError(f"PER_HOST: host busy on other daemons (all {limiter.per_host} slots "
+                                        f"of {self.host} held for {limiter.deadline:g} s)")
+                waited = True
+                limiter.stop.wait(SLOT_POLL)
+        except StorageError as exc:
+            if not limiter.outage:
+                log.info("shared: %s; PER_HOST holds for this daemon only until the database answers", exc)
+            limiter.outage = True
 
     def give_back(self) -> None:
         if self.taken is None:
             return
-        try:
-            self.limiter.coords.get().free_host_slot(self.host, self.taken)
-        except StorageError:
-            pass  # its hold ends by itself
+        for _ in range(2):  # a dropped connection is opened again for the second try
+            try:
+                self.limiter.coords.get().free_host_slot(self.host, self.taken)
+                break
+            except StorageError:
+                pass  # twice: its hold ends by itself
         self.taken = None
