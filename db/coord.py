@@ -103,12 +103,13 @@ CREATE TABLE IF NOT EXISTS parser_hosts (
     held_until timestamptz
 );
 
--- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs;
--- `until` bounds the hold, so a killed daemon's slot comes free by itself.
+-- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs. A
+-- killed daemon's slot comes free with its connection (pid), a lost machine's when `until` passes.
 CREATE TABLE IF NOT EXISTS parser_host_slots (
     host  text NOT NULL,
     slot  integer NOT NULL,
     owner text,
+    pid   integer,      -- the holder's backend: its slot is free once that connection is gone
     until timestamptz,
     PRIMARY KEY (host, slot)
 );
@@ -122,6 +123,8 @@ CREATE TABLE IF NOT EXISTS parser_host_waits (
     PRIMARY KEY (host, owner)
 );
 """
+# A host slot nobody holds: never taken, given back, its hold over, or its holder's connection gone.
+SLOT_FREE = "(owner IS NULL OR until < now() OR NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(pid)))"
 HOLD_LEFT = "COALESCE(GREATEST(EXTRACT(EPOCH FROM hold_until - now()), 0), 0)"
 
 
@@ -299,17 +302,17 @@ class Coordinator:
         """One of the host's `per_host` slots, held for at most `hold` seconds, or None when every one
         is taken or promised to workers waiting longer; a None with `waiting` puts this worker in the
         line. The rows are made the first time a host is asked for (one more statement)."""
-        take = """
-            UPDATE parser_host_slots SET owner = %(me)s, until = now() + make_interval(secs => %(hold)s)
+        take = f"""
+            UPDATE parser_host_slots SET owner = %(me)s, pid = pg_backend_pid(),
+                until = now() + make_interval(secs => %(hold)s)
             WHERE (host, slot) = (SELECT host, slot FROM parser_host_slots
-                                  WHERE host = %(host)s AND slot < %(n)s AND (owner IS NULL OR until < now())
+                                  WHERE host = %(host)s AND slot < %(n)s AND {SLOT_FREE}
                                   LIMIT 1 FOR UPDATE SKIP LOCKED)
               AND (SELECT count(*) FROM parser_host_waits
                    WHERE host = %(host)s AND owner <> %(me)s AND seen > now() - interval '1 second'
                      AND since < COALESCE((SELECT since FROM parser_host_waits WHERE host = %(host)s
                                            AND owner = %(me)s), 'infinity'))
-                  < (SELECT count(*) FROM parser_host_slots
-                     WHERE host = %(host)s AND slot < %(n)s AND (owner IS NULL OR until < now()))
+                  < (SELECT count(*) FROM parser_host_slots WHERE host = %(host)s AND slot < %(n)s AND {SLOT_FREE})
             RETURNING slot"""
         params = {"me": self.owner, "hold": float(hold), "host": host, "n": per_host}
         rows = self.execute(take, params)
@@ -334,7 +337,7 @@ class Coordinator:
 
     def free_host_slot(self, host: str, slot: int) -> None:
         """A slot taken by take_host_slot given back (unless its hold ran out and another took it)."""
-        self.execute("UPDATE parser_host_slots SET owner = NULL, until = NULL"
+        self.execute("UPDATE parser_host_slots SET owner = NULL, pid = NULL, until = NULL"
                      " WHERE host = %s AND slot = %s AND owner = %s", (host, slot, self.owner))
 
     def source_states(self) -> list[tuple[str, dict, float, float]]:

@@ -22,8 +22,9 @@ from .fetch import HostBusyError, HostLimiter, _Slot, fetch_cut
 
 log = logging.getLogger("parser")
 SLOT_POLL = 0.05  # seconds between asks for a slot of a host busy on other daemons
-# A held row's bound past DEADLINE (a fetch holds its slot no longer than its deadline): the slot of
-# a daemon killed mid-fetch comes free after this.
+# A held row's bound past DEADLINE (a fetch holds its slot no longer than its deadline): a killed
+# daemon's slot is free when its connection is gone, a lost machine's (connection not yet seen
+# gone) after this.
 HOLD_MARGIN = 5.0
 
 
