@@ -1,6 +1,7 @@
 """SHARED = True: PER_HOST holds for the whole group. Two daemons, each polling its own feeds of one
 loopback host: the server never sees more requests at once than PER_HOST (alone, each daemon kept
-to PER_HOST but the two together sent twice as many)."""
+to PER_HOST but the two together sent twice as many). A fetch whose host is busy on another daemon
+fails at its deadline, unsent; without the database, each daemon keeps to its own PER_HOST."""
 from __future__ import annotations
 
 import threading
@@ -9,8 +10,12 @@ import time
 import psycopg
 import pytest
 
+from db.coord import Coordinator
+from parser.errors import FetchError
+from parser.fetch import Fetcher
+from parser.shared_hosts import SharedHostLimiter
 from tests.feeds import numbered_items, rss
-from tests.process import stop, wait_for
+from tests.process import free_port, stop, wait_for
 from tests.server import reply
 from tests.test_shared_daemons import expected_links, group, stored_links
 
@@ -66,3 +71,40 @@ def test_per_host_holds_for_the_group_not_per_daemon(server, tmp_path, pg_url):
 def _items_table(pg_url: str) -> bool:
     with psycopg.connect(pg_url) as con:
         return con.execute("SELECT to_regclass('items') IS NOT NULL").fetchone()[0]
+
+
+def shared_fetcher(db_url: str, deadline: float) -> Fetcher:
+    fetcher = Fetcher(user_agent="test", timeout=deadline, deadline=deadline, max_bytes=1 << 20, max_redirects=3,
+                      per_host=1)
+    fetcher.limiter = SharedHostLimiter(db_url, 1, deadline, threading.Event())
+    return fetcher
+
+
+@pytest.mark.postgres
+def test_a_host_busy_on_another_daemon_fails_the_fetch_at_the_deadline_unsent(server, pg_url):
+    server.route("/feed.xml", body=rss(numbered_items(1, 1)))
+    other = Coordinator(pg_url)  # another daemon, mid-fetch on the same host
+    other.create_schema()
+    host = f"127.0.0.1:{server.port}"
+    assert other.take_host_slot(host, 1, 60) == 0
+    fetcher = shared_fetcher(pg_url, 0.5)
+    try:
+        with pytest.raises(FetchError, match="PER_HOST: host busy on other daemons"):
+            fetcher.get(server.url("/feed.xml"))
+        assert server.hits.get("/feed.xml", 0) == 0
+        other.free_host_slot(host, 0)
+        assert fetcher.get(server.url("/feed.xml")).status == 200  # free again: taken, and given back
+        assert other.take_host_slot(host, 1, 60) == 0
+        other.close()  # its connection gone (a killed daemon): the slot is free at once
+        assert fetcher.get(server.url("/feed.xml")).status == 200
+    finally:
+        fetcher.close()
+
+
+def test_without_the_database_per_host_holds_for_this_daemon_only(server):
+    server.route("/feed.xml", body=rss(numbered_items(1, 1)))
+    fetcher = shared_fetcher(f"postgresql://postgres@127.0.0.1:{free_port()}/none", 2.0)
+    try:
+        assert fetcher.get(server.url("/feed.xml")).status == 200
+    finally:
+        fetcher.close()
