@@ -81,6 +81,17 @@ class Project:
         return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
+def machines(tmp_path: Path, n: int, **params) -> list[Project]:
+    """n machines of one project: the same params.py, each in its own folder (its own staging)."""
+    projects = []
+    for i in range(n):
+        project = Project(tmp_path / f"machine{i}")
+        project.folder.mkdir()
+        project.write_params(**params)
+        projects.append(project)
+    return projects
+
+
 @pytest.fixture
 def project(tmp_path) -> Project:
     return Project(tmp_path)

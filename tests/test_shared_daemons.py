@@ -13,7 +13,7 @@ from collections import defaultdict
 import psycopg
 import pytest
 
-from tests.conftest import Project
+from tests.conftest import Project, machines
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
 
@@ -27,13 +27,7 @@ def group(tmp_path, n: int, pg_url: str, server, sources: int, **extra) -> list[
                   FLUSH_INTERVAL=1, POLL_INTERVAL=INTERVAL,
                   SOURCES=[{"name": f"f{i}", "url": server.url(f"/f{i}.xml")} for i in range(sources)])
     params.update(extra)
-    projects = []
-    for i in range(n):
-        project = Project(tmp_path / f"machine{i}")
-        project.folder.mkdir()
-        project.write_params(**params)
-        projects.append(project)
-    return projects
+    return machines(tmp_path, n, **params)
 
 
 def publish(server, sources: int, items: int) -> None:

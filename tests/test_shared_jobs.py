@@ -10,7 +10,7 @@ import subprocess
 import psycopg
 import pytest
 
-from tests.conftest import Project
+from tests.conftest import Project, machines
 from tests.process import stop, wait_for
 from tests.shop import HARVEST_FIELDS, item_page
 
@@ -28,13 +28,7 @@ def group(tmp_path, n: int, pg_url: str, server, items: int, **job) -> list[Proj
                   FLUSH_INTERVAL=1,
                   LINK_JOBS=[{"name": "pages", "template": server.url("/item/{id}"),
                               "values": {"id": {"from": 1, "to": items}}, "fields": HARVEST_FIELDS, **job}])
-    projects = []
-    for i in range(n):
-        project = Project(tmp_path / f"machine{i}")
-        project.folder.mkdir()
-        project.write_params(**params)
-        projects.append(project)
-    return projects
+    return machines(tmp_path, n, **params)
 
 
 def start(*projects: Project) -> list[subprocess.Popen]:
@@ -137,12 +131,7 @@ def test_a_harvest_runs_on_one_daemon_and_its_objects_are_fetched_once(server, t
            "objects": r"/item/\d+$", "fields": HARVEST_FIELDS}
     params = dict(DB_URL=pg_url, SHARED=True, SHARED_LEASE=3, TIMEOUT=1, DEADLINE=1.2, CONCURRENCY=4,
                   FLUSH_INTERVAL=1, LINK_JOBS=[job])
-    projects = []
-    for i in range(2):
-        project = Project(tmp_path / f"machine{i}")
-        project.folder.mkdir()
-        project.write_params(**params)
-        projects.append(project)
+    projects = machines(tmp_path, 2, **params)
     procs = start(*projects)
     wait_for(lambda: len(stored(pg_url)) == 30, "the 30 objects stored", 60)
     assert [stop(p) for p in procs] == [0, 0]
