@@ -73,14 +73,7 @@ class Sink:
 
     def stage(self, records: list[dict], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
-        staged = select_new(records, self.dedup, self.identity, feed_links=feed_links)
-        if staged.new:
-            refused: list[tuple[dict, str]] = []
-            self.staging.append(staged.new, refused)
-            for record, error in refused:
-                set_aside(self.folder, self.table, record, error)
-            self.dedup.add(r["hash"] for r in staged.new)  # a set-aside record is not asked for again
-        return staged
+        return self.stage_many([(records, feed_links)])[0]
 
     def stage_many(self, batches: list[tuple[list[dict], Iterable[str]]]) -> list[Staged]:
         """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
@@ -94,7 +87,7 @@ class Sink:
             self.staging.append(new, refused)
             for record, error in refused:
                 set_aside(self.folder, self.table, record, error)
-            self.dedup.add(r["hash"] for r in new)
+            self.dedup.add(r["hash"] for r in new)  # a set-aside record is not asked for again
         return results
 
     def flush(self, db: Database) -> tuple[int, int]:
