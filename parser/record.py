@@ -30,7 +30,7 @@ def record_hash(row: Mapping[str, Any], fields: Iterable[str], algorithm: str) -
     return hashlib.new(algorithm, joined.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), 0x7f])
+CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), 0x7f])
 
 
 def clean_text(value: Any) -> str:
@@ -46,7 +46,7 @@ def clean_text(value: Any) -> str:
         except UnicodeEncodeError:
             text = safe_text(text)
             raw = text.encode("utf-8")
-        kept = raw.translate(None, _CONTROL_BYTES)
+        kept = raw.translate(None, CONTROL_BYTES)
         return text if len(kept) == len(raw) else kept.decode("utf-8")
     if _UNSAFE.search(text) is None:  # nearly every short text: one scan, nothing to build
         return text

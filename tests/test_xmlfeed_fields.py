@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from parser.adapters import FALLBACK, parse_body
+from parser.adapters import FALLBACK, parse_body, xmlfeed
 from parser.settings import Source
+from tests.conftest import corpus_dir
 
 URL = "http://feeds.example/blog/feed.xml"
 SOURCE = Source(name="fields", url=URL)
@@ -110,3 +111,49 @@ def test_what_the_fast_path_cannot_read_goes_to_feedparser_and_says_so():
     result = parse_body(SOURCE, cdf.encode(), url=URL, headers={}, fetched="2026-01-01T00:00:00Z")
     assert result.kind.endswith(FALLBACK)
     assert [r["title"] for r in result.records] == ["one"]
+
+
+# -- long CDATA sections are lifted out before libxml2 reads the document (xmlfeed._prepared) -------
+LONG = "x" * 600  # past xmlfeed.LIFT_AT
+
+
+def test_a_lifted_section_reads_back_as_libxml2_would_have_read_it():
+    body = rss(f'<item><title>a</title><guid>g1</guid><description>Intro <![CDATA[<p>{LONG}\r\nnext\rline\x01</p>]]>'
+               ' and after</description><content:encoded><![CDATA[<p>one</p>\n' + LONG + ']]>\n\n<![CDATA[<p>two</p>]]></content:encoded></item>',
+               namespaces='xmlns:content="http://purl.org/rss/1.0/modules/content/"')
+    (record,) = parsed(body).records
+    assert record["summary"] == f"Intro {LONG} next line and after"  # CR LF and CR read as LF; U+0001 left out
+    assert record["content"] == f"<p>one</p>\n{LONG}\n\n<p>two</p>"  # the line ends kept, no more, no fewer
+
+
+def test_a_document_holding_the_placeholder_mark_is_read_whole():
+    body = rss(f'<item><title>\ue000 mark</title><guid>g</guid><description><![CDATA[{LONG}]]></description></item>')
+    (record,) = parsed(body).records
+    assert (record["title"], record["summary"]) == ("\ue000 mark", LONG)
+
+
+def test_lifting_changes_no_record_of_the_corpus():
+    """Every corpus document with a CDATA section parses to the same records, warnings (libxml2's line
+    numbers included) and kind whether its long sections are lifted or not."""
+    files = [p for p in corpus_dir().rglob("*") if p.is_file() and p.stat().st_size < 4 << 20]
+    with_cdata = [p.read_bytes() for p in files]
+    with_cdata = [b for b in with_cdata if b"<![CDATA[" in b]
+    assert len(with_cdata) > 200  # the corpus as shipped: a smaller one means it moved
+
+    def results(lift_at: int) -> list:
+        xmlfeed.LIFT_AT = lift_at
+        out = []
+        for body in with_cdata:
+            try:
+                got = parse_body(Source(name="c", url=URL, max_items=1 << 30), body, url=URL, headers={}, fetched="f")
+                out.append((got.kind, got.records, got.warnings, got.home))
+            except Exception as exc:  # what fails must fail alike
+                out.append(repr(exc))
+        return out
+
+    default = xmlfeed.LIFT_AT
+    try:
+        whole, lifted = results(1 << 62), results(0)
+    finally:
+        xmlfeed.LIFT_AT = default
+    assert [i for i, (a, b) in enumerate(zip(whole, lifted)) if a != b] == []

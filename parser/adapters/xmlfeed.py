@@ -8,7 +8,9 @@ without a byte order mark, no entries); parse_body then asks feedparser (adapter
 
 Hostile XML: entities are never expanded (resolve_entities=False: an entity stays a reference),
 no DTD or anything else is loaded (load_dtd=False, no_network=True), and huge_tree=False keeps
-libxml2's limits on depth and text size. Bodies are already capped by the fetcher.
+libxml2's limits on depth and text size. Bodies are already capped by the fetcher (MAX_BYTES), which
+also bounds a long CDATA section lifted out before the parse (_prepared): entities are never
+expanded inside one.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import lxml.etree as etree
 
 from ..charset import to_utf8
 from ..dates import read_date
-from ..record import clean_text, title_text
+from ..record import CONTROL_BYTES, clean_text, title_text
 from ..urls import canonical_url, is_canonical_already
 from . import Parsed, select_newest
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
@@ -81,6 +83,12 @@ _ODD_AMPERSAND = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-
 # What _repaired turns into XML: every ampersand but XML's own references, with the name it opens.
 _REPAIRABLE = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]+|#[xX][0-9a-fA-F]+);)"
                          rb"(?:([A-Za-z][A-Za-z0-9]{1,31});|[A-Za-z_][\w.-]*;)?")
+# CDATA sections this long are lifted out before libxml2 reads the document (_prepared); in their
+# place a placeholder: the section's number and line ends between two private-use characters.
+LIFT_AT = 512
+_MARK, _MARK_END = "\ue000", "\ue001"
+_MARK_BYTES, _MARK_END_BYTES = _MARK.encode(), _MARK_END.encode()
+_PLACEHOLDER = re.compile(_MARK + "([0-9]+)\n*" + _MARK_END)
 _DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
 _XML_DECLARATION = re.compile(rb"<\?xml[^>]{0,300}\?>")
 # Text that reads as HTML (feedparser's test for RSS, whose elements carry no type): a closing tag
@@ -125,8 +133,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     declaration = _XML_DECLARATION.match(text)  # it may name the old encoding; the text is UTF-8 now
     if declaration:
         text = text[declaration.end():]
-    if _ODD_AMPERSAND.search(text):
-        text = _repair_ampersands(text)
+    text, lifted = _prepared(text)
     location = next((v for k, v in headers.items() if k.lower() == "content-location"), "")
     base = urljoin(url, location) if location else url
     parser = _parser()
@@ -153,6 +160,10 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
         dated = [(e, None) for e in entries]
     notes: set[str] = set()
     try:
+        if lifted:
+            _restore(channel, lifted, deep=False)
+            for entry, _ in dated:
+                _restore(entry, lifted, deep=True)
         records = [_record(entry, source.name, fetched, date, notes) for entry, date in dated]
     except UnicodeDecodeError:
         # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
@@ -163,20 +174,57 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel), notes=sorted(notes))
 
 
-def _repair_ampersands(text: bytes) -> bytes:
-    """`text` with the ampersands outside CDATA sections made XML (see _repaired). The sections are
-    found with bytes.find: a non-greedy pattern over a whole feed cost more than the parse itself."""
+def _prepared(text: bytes) -> tuple[bytes, list[bytes]]:
+    """`text` as libxml2 is to read it, and the CDATA sections lifted out of it.
+
+    Ampersands outside CDATA sections are made XML (see _repaired). A CDATA section of LIFT_AT bytes
+    or more (a post's content:encoded, most of a feed's bytes) is replaced by a short placeholder
+    and its bytes kept aside: libxml2 then need not copy and check them, and only the kept
+    entries' sections are ever decoded (_restore). The sections are found with bytes.find: a
+    non-greedy pattern over a whole feed cost more than the parse itself."""
+    repair = _ODD_AMPERSAND.search(text) is not None
+    lift = _MARK_BYTES not in text  # a document holding the mark itself is parsed whole
+    if not repair and not (lift and b"<![CDATA[" in text):
+        return text, []
     parts: list[bytes] = []
+    lifted: list[bytes] = []
     position = 0
     while True:
         start = text.find(b"<![CDATA[", position)
         end = text.find(b"]]>", start + 9) if start >= 0 else -1
         if end < 0:  # no (closed) section left: the rest is markup
-            parts.append(_REPAIRABLE.sub(_repaired, text[position:]))
-            return b"".join(parts)
-        parts.append(_REPAIRABLE.sub(_repaired, text[position:start]))
-        parts.append(text[start:end + 3])
+            rest = text[position:]
+            parts.append(_REPAIRABLE.sub(_repaired, rest) if repair else rest)
+            return b"".join(parts), lifted
+        markup = text[position:start]
+        parts.append(_REPAIRABLE.sub(_repaired, markup) if repair else markup)
+        if lift and end - start - 9 >= LIFT_AT:
+            section = text[start + 9:end]
+            # The section's line ends stay, so libxml2's line numbers in a warning are the document's.
+            parts.append(b"<![CDATA[%s%d%s%s]]>" % (_MARK_BYTES, len(lifted), b"\n" * section.count(b"\n"),
+                                                   _MARK_END_BYTES))
+            lifted.append(section)
+        else:
+            parts.append(text[start:end + 3])
         position = end + 3
+
+
+def _restore(element: etree._Element, lifted: list[bytes], *, deep: bool) -> None:
+    """Put the lifted sections back into `element`'s text (and, with `deep`, its descendants'), as
+    libxml2 would have read them: line ends as LF; the control characters XML forbids, at which
+    libxml2 would have stopped, left out (as record.clean_text would)."""
+    def section(match: re.Match) -> str:
+        raw = lifted[int(match.group(1))]
+        if b"\r" in raw:
+            raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return raw.translate(None, CONTROL_BYTES).decode("utf-8", "replace")
+
+    for node in (element.iter() if deep else (element, *element)):
+        text, tail = node.text, node.tail
+        if text and _MARK in text and isinstance(node.tag, str):
+            node.text = _PLACEHOLDER.sub(section, text)
+        if tail and _MARK in tail:
+            node.tail = _PLACEHOLDER.sub(section, tail)
 
 
 def _repaired(match: re.Match) -> bytes:
