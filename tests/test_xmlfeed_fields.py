@@ -119,7 +119,8 @@ LONG = "x" * 600  # past xmlfeed.LIFT_AT
 
 def test_a_lifted_section_reads_back_as_libxml2_would_have_read_it():
     body = rss(f'<item><title>a</title><guid>g1</guid><description>Intro <![CDATA[<p>{LONG}\r\nnext\rline\x01</p>]]>'
-               ' and after</description><content:encoded><![CDATA[<p>one</p>\n' + LONG + ']]>\n\n<![CDATA[<p>two</p>]]></content:encoded></item>',
+               ' and after</description>'
+               f'<content:encoded><![CDATA[<p>one</p>\n{LONG}]]>\n\n<![CDATA[<p>two</p>]]></content:encoded></item>',
                namespaces='xmlns:content="http://purl.org/rss/1.0/modules/content/"')
     (record,) = parsed(body).records
     assert record["summary"] == f"Intro {LONG} next line and after"  # CR LF and CR read as LF; U+0001 left out
@@ -156,4 +157,4 @@ def test_lifting_changes_no_record_of_the_corpus():
         whole, lifted = results(1 << 62), results(0)
     finally:
         xmlfeed.LIFT_AT = default
-    assert [i for i, (a, b) in enumerate(zip(whole, lifted)) if a != b] == []
+    assert [i for i, (a, b) in enumerate(zip(whole, lifted, strict=True)) if a != b] == []
