@@ -13,7 +13,7 @@ from typing import Any
 
 import nh3
 
-from .record import RECORD_FIELDS, clean_text, plain_text
+from .record import RECORD_FIELDS, clean_text, plain_text, safe_text
 
 TITLE_MAX = 500
 
@@ -40,13 +40,17 @@ SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 def safe_html(value: Any, base: str = "") -> str:
     """HTML reduced to SAFE_TAGS/SAFE_ATTRIBUTES; script and style elements go with their content.
     With `base`, relative links and image sources are resolved against it (in the same pass)."""
-    return _sanitized(clean_text(value), base)
-
-
-def _sanitized(text: str, base: str) -> str:
-    if not text:
+    if not value:
         return ""
-    return _cleaner(base if base.startswith(("http://", "https://")) else "").clean(text).strip()
+    cleaner = _cleaner(base if base.startswith(("http://", "https://")) else "")
+    text = value if isinstance(value, str) else str(value)
+    try:
+        cleaned = cleaner.clean(text)
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\udc80"): nh3 takes UTF-8 only
+        cleaned = cleaner.clean(safe_text(text))
+    # Control characters are taken out of what nh3 gives back, not of what it is given: it turns a
+    # reference such as &#1; into the character itself. One pass, over the shorter text.
+    return clean_text(cleaned).strip()
 
 
 @lru_cache(maxsize=256)  # one per feed address in use: a Cleaner is built once, not per entry
@@ -59,9 +63,9 @@ def _cleaner(base: str) -> nh3.Cleaner:
 def finish_record(record: Mapping[str, Any]) -> dict:
     """The record as it is stored: every field present as text, title capped, content sanitized.
     A record's optional `base` (not stored) is the address its content's relative links are relative to."""
-    out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS}
+    out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS if name != "content"}
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
     # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
     out["title"] = plain_text(out["title"])[:TITLE_MAX]
-    out["content"] = _sanitized(out["content"], str(record.get("base") or ""))
-    return out
+    out["content"] = safe_html(record.get("content"), str(record.get("base") or ""))
+    return {name: out[name] for name in RECORD_FIELDS}

@@ -158,3 +158,11 @@ def test_lifting_changes_no_record_of_the_corpus():
     finally:
         xmlfeed.LIFT_AT = default
     assert [i for i, (a, b) in enumerate(zip(whole, lifted, strict=True)) if a != b] == []
+
+
+def test_no_control_character_is_stored_even_one_the_html_spells_as_a_reference():
+    body = rss('<item><title>a</title><guid>g</guid><description>&lt;p&gt;one&amp;#1;two&amp;#x7f;&lt;/p&gt;'
+               '</description><content:encoded><![CDATA[<p>three&#2;four</p>]]></content:encoded></item>',
+               namespaces='xmlns:content="http://purl.org/rss/1.0/modules/content/"')
+    (record,) = parsed(body).records
+    assert (record["summary"], record["content"]) == ("onetwo", "<p>threefour</p>")

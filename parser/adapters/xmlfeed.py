@@ -410,7 +410,7 @@ def _html_of(element: etree._Element | None, default_type: str = "") -> str:
     if kind == "xhtml":
         value = _xhtml(element)
     else:
-        value = clean_text(_text(element))
+        value = _text(element)  # control characters are left to finish_record: one pass, after nh3
         if kind.startswith("base64"):
             value, kind = _unbase64(value), kind[7:]
         if kind == "text" or (kind == "" and not _LOOKS_LIKE_HTML.search(value)):
