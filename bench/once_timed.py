@@ -8,7 +8,7 @@ replaced), and writes the sums to TIMINGS.json before leaving as run_daemon.py d
 - parse: parse_body as parser/poll.py calls it, in the worker threads (CPU seconds of those threads,
   so that time spent waiting for the GIL is not counted twice);
 - uniqueness: sink.select_new (identity keys and the hash-file check), on the main thread;
-- staging: the rest of Sink.stage (CSV append, fsync, hashes remembered), on the main thread;
+- staging: the rest of Sink.stage_many (CSV append, fsync, hashes remembered), on the main thread;
 - flush: Sink.flush and Sink.save (the database insert, the Bloom filter saved), on the main thread.
 """
 from __future__ import annotations
@@ -50,7 +50,8 @@ def main() -> None:
     Fetcher.get = _clocked("fetch", Fetcher.get)
     poll.parse_body = _clocked("parse", poll.parse_body)
     sink.select_new = _clocked("uniqueness", sink.select_new)
-    sink.Sink.stage = _clocked("stage", sink.Sink.stage)  # uniqueness included: subtracted below
+    # Sink.stage is stage_many of one batch; the daemon stages polls in batches: one clock for both.
+    sink.Sink.stage_many = _clocked("stage", sink.Sink.stage_many)  # uniqueness included: subtracted below
     sink.Sink.flush = _clocked("flush", sink.Sink.flush)
     sink.Sink.save = _clocked("flush", sink.Sink.save)
     code = cli.main(argv)
