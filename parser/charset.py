@@ -105,11 +105,11 @@ def to_utf8(body: bytes, content_type: str = "") -> Decoded:
         pass
     if not declared or "utf-8" in declared or not _fits(body, declared):
         try:
-            text = body.decode("utf-8")
+            body.decode("utf-8")  # only a check: UTF-8 that decodes is its own UTF-8 form
         except UnicodeDecodeError:
             pass
         else:
-            result = _decoded(text, "utf-8")
+            result = Decoded(body=body, encoding="utf-8")
             if header and prolog and header != prolog:
                 result.warnings.append(_disagree(header_label, prolog_label, "utf-8"))
             elif declared and declared != ["utf-8"]:
