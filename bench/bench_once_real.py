@@ -134,7 +134,7 @@ def phases(ours: dict) -> None:
     main_thread = sum(wall.get(k, 0.0) for k in ("uniqueness", "staging", "flush"))
     print(f"  where our {total:.2f} s went (process CPU {timings['process_cpu']:.2f} s on 2 cores):")
     print(f"    fetch       {wall.get('fetch', 0.0):8.2f} s summed over worker threads "
-          f"(~{wall.get('fetch', 0.0) / total:.1f} workers waiting on average)")
+          f"(~{wall.get('fetch', 0.0) / total:.1f} workers waiting on average; CPU {cpu.get('fetch', 0.0):.2f} s)")
     parse = cpu.get("parse", 0.0)
     print(f"    parse       {parse:8.2f} CPU s in worker threads = {parse / total:6.1%} "
           f"of the wall time ({timings['calls'].get('parse', 0)} bodies)")
