@@ -40,7 +40,7 @@ SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
 def safe_html(value: Any, base: str = "") -> str:
     """HTML reduced to SAFE_TAGS/SAFE_ATTRIBUTES; script and style elements go with their content.
     With `base`, relative links and image sources are resolved against it (in the same pass)."""
-    if not value:
+    if value is None or value == "":
         return ""
     cleaner = _cleaner(base if base.startswith(("http://", "https://")) else "")
     text = value if isinstance(value, str) else str(value)
