@@ -63,9 +63,9 @@ def _cleaner(base: str) -> nh3.Cleaner:
 def finish_record(record: Mapping[str, Any]) -> dict:
     """The record as it is stored: every field present as text, title capped, content sanitized.
     A record's optional `base` (not stored) is the address its content's relative links are relative to."""
-    out = {name: clean_text(record.get(name)) for name in RECORD_FIELDS if name != "content"}
+    out = {name: clean_text(record.get(name)) if name != "content" else
+           safe_html(record.get(name), str(record.get("base") or "")) for name in RECORD_FIELDS}
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
     # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
     out["title"] = plain_text(out["title"])[:TITLE_MAX]
-    out["content"] = safe_html(record.get("content"), str(record.get("base") or ""))
-    return {name: out[name] for name in RECORD_FIELDS}
+    return out
