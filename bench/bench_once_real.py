@@ -62,12 +62,13 @@ def _content_type(body: bytes) -> str:
 def timed_run(command: list[str], **kwargs) -> tuple[float, int, float]:
     """(wall seconds, exit code, peak RSS in MiB) of one child process."""
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    stderr = proc.stderr.read().decode("utf-8", "replace").strip()
-    proc.stderr.close()
+    with tempfile.TemporaryFile() as said:  # a file, not a pipe: a full pipe would stop the child
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=said, **kwargs)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        said.seek(0)
+        stderr = said.read().decode("utf-8", "replace").strip()
     if proc.returncode and stderr:
         print(f"  ({command[0]} said: {stderr[-300:]})")
     return seconds, proc.returncode, usage.ru_maxrss / 1024

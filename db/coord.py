@@ -26,11 +26,10 @@ from dataclasses import dataclass
 
 import psycopg
 
+from db.store import SCHEMA_LOCK_KEY  # one lock for both sets of tables
 from parser.errors import StorageError
 
 log = logging.getLogger("parser")
-# Key of the advisory lock held while the coordination tables are created (as db/store.py's tables).
-SCHEMA_LOCK_KEY = 0x706172736572
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS parser_sources (

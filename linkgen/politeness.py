@@ -148,7 +148,10 @@ class HostPacer:
     # -- holds (Retry-After) ------------------------------------------------------------------
     def hold(self, url: str, seconds: float) -> float:
         """No request to `url`'s host for `seconds` (at most MAX_HOLD); return the seconds it is held."""
-        key = host_key(url)
+        return self.hold_key(host_key(url), seconds)
+
+    def hold_key(self, key: str, seconds: float) -> float:
+        """hold() for a host key (host_key of a URL), as the shared group stores them."""
         with self._lock:
             now = self.clock()
             until = now + min(max(seconds, 0.0), MAX_HOLD)

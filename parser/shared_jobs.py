@@ -124,7 +124,9 @@ class SharedLinkFile:
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """As LinkFile.mark: done, gone, failed (retry or dead), refused (or dead), reopen."""
         marks = list(marks)
-        ids = {m: (m.index if m.index is not None else self.index_of(m.url)) for m in marks}
+        unindexed = {m.url for m in marks if m.index is None}  # pass 1's reopen marks: one query for all
+        by_url = self.find(unindexed) if unindexed else {}
+        ids = {m: (m.index if m.index is not None else by_url.get(m.url)) for m in marks}
         attempts_now = self.tables.link_attempts([i for i in ids.values() if i is not None])
         now = float(int(self.clock()))
         rows, out = [], []
@@ -246,7 +248,9 @@ class SharedHostPacer(HostPacer):
         except StorageError:
             return  # the local holds stand until the database answers again
         for key, seconds in holds.items():
-            super().hold(key, seconds)
+            # HostPacer's own (this class's hold writes to the database); a key, not a URL: host_key
+            # of a key again is not the key for an IPv6 literal ("http://::1:8080").
+            HostPacer.hold_key(self, key, seconds)
 
     def reserve(self, url: str, delay: float) -> float:
         self._refresh()

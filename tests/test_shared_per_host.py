@@ -106,5 +106,6 @@ def test_without_the_database_per_host_holds_for_this_daemon_only(server):
     fetcher = shared_fetcher(f"postgresql://postgres@127.0.0.1:{free_port()}/none", 2.0)
     try:
         assert fetcher.get(server.url("/feed.xml")).status == 200
+        assert fetcher.limiter.outage  # the local slot took it: the group's could not be asked
     finally:
         fetcher.close()

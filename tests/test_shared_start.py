@@ -7,7 +7,7 @@ import shutil
 import psycopg
 import pytest
 
-from tests.conftest import Project
+from tests.conftest import machines
 from tests.feeds import numbered_items, rss
 
 
@@ -15,10 +15,7 @@ from tests.feeds import numbered_items, rss
 @pytest.mark.parametrize("daemons", [2, 4])
 def test_daemons_started_at_once_on_an_empty_database_all_start(server, tmp_path, pg_url, daemons):
     server.route("/p.xml", body=rss(numbered_items(1, 5)))
-    projects = [Project(tmp_path / f"machine{i}") for i in range(daemons)]
-    for project in projects:
-        project.folder.mkdir()
-        project.write_params(DB_URL=pg_url, SOURCES=[{"name": "p", "url": server.url("/p.xml")}])
+    projects = machines(tmp_path, daemons, DB_URL=pg_url, SOURCES=[{"name": "p", "url": server.url("/p.xml")}])
     for _ in range(3):  # the race is a matter of milliseconds: three empty starts, not one
         for project in projects:  # each machine forgets what it stored, so each flush makes the table
             shutil.rmtree(project.staging, ignore_errors=True)
