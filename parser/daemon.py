@@ -176,6 +176,11 @@ class Daemon:
         finally:
             self._close()
 
+    @property
+    def shared(self) -> bool:
+        """SHARED = True and not a dry run (which opens this daemon's own files, in memory)."""
+        return self.settings.shared and not self.options.dry_run
+
     def _open(self) -> None:
         """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
         the jobs' files in memory (parser/job_files.py); no database, inbox, listener or daemon.json."""
@@ -184,7 +189,7 @@ class Daemon:
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
-        if s.shared and not dry_run:  # PER_HOST for the group (parser/shared_hosts.py)
+        if self.shared:  # PER_HOST for the group (parser/shared_hosts.py)
             from .shared_hosts import SharedHostLimiter
             self.fetcher.limiter = SharedHostLimiter(s.db_url, s.per_host, s.deadline, self.stop)
         self.scheduler = Scheduler(s.concurrency, s.per_host)
@@ -193,7 +198,7 @@ class Daemon:
             if any(src.full_text for src in self.sources) else None
         self.poller = Poller(self.fetcher, stop=self.stop, max_wait=s.deadline, rates=self._rate_limits(),
                              full_text=full_text)
-        if s.shared and not dry_run:  # the group's schedule and states, in the database (parser/shared.py)
+        if self.shared:  # the group's schedule and states, in the database (parser/shared.py)
             from .shared import SharedSchedule
             self.schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources,
                                            named=bool(self.options.sources))
@@ -231,7 +236,7 @@ class Daemon:
 
     def _rate_limits(self) -> RateLimits:
         """Sources' `rate` budgets: this daemon's, or with SHARED the group's (parser/shared.py)."""
-        if self.settings.shared and not self.options.dry_run:
+        if self.shared:
             from .shared import SharedRateLimits
             return SharedRateLimits(self.settings.db_url)
         return RateLimits()
@@ -282,8 +287,7 @@ class Daemon:
         on the one worker loop; then one flush."""
         now = self.clock()
         # SHARED: the sources due that this daemon claims (the others' polls are theirs).
-        shared = self.settings.shared and not self.options.dry_run
-        for source in self.schedule.due(now, len(self.sources)) if shared else self.sources:
+        for source in self.schedule.due(now, len(self.sources)) if self.shared else self.sources:
             state = self.schedule.state(source)
             if state.not_before > now:
                 log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)",

@@ -8,9 +8,7 @@ which prints them. That choice is made here, once, when the job's files are open
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -23,6 +21,7 @@ from linkgen.politeness import MAX_HOLD
 
 from .extract import compile_selector
 from .job_settings import LinkJob
+from .jsonfile import read_object, write_whole
 from .settings import Settings
 from .sink import PrintSink, Sink
 from .staging import read_rows
@@ -54,7 +53,6 @@ class JobFiles:
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
         self.state_path = self.folder / "state.json"
-        self.saved_to: Path | None = None if dry_run else self.state_path  # None: the state stays in memory
         saved = self._load_state()
         self.pass1_at = float(saved.get("pass1_at", 0.0))
         holds, lengths = saved.get("holds", {}), saved.get("hold_seconds", {})
@@ -71,11 +69,7 @@ class JobFiles:
         return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run)
 
     def _load_state(self) -> dict:
-        try:
-            data = json.loads(self.state_path.read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else {}
-        except (FileNotFoundError, ValueError):
-            return {}
+        return read_object(self.state_path) or {}
 
     def _pull_back(self, now: float) -> None:
         """Times saved by a run whose clock was ahead of this one's (the wall clock was set back since):
@@ -92,14 +86,12 @@ class JobFiles:
                 self.holds[host] = now + longest
 
     def _save_state(self, now: float) -> None:
-        if self.saved_to is None:
-            return
+        if self.dry_run:
+            return  # the state stays in memory
         self.holds = {host: until for host, until in self.holds.items() if until > now}
         self.hold_seconds = {host: s for host, s in self.hold_seconds.items() if host in self.holds}
-        tmp = self.saved_to.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pass1_at": self.pass1_at, "holds": self.holds,
-                                   "hold_seconds": self.hold_seconds}), encoding="utf-8")
-        os.replace(tmp, self.saved_to)
+        write_whole(self.state_path, {"pass1_at": self.pass1_at, "holds": self.holds,
+                                      "hold_seconds": self.hold_seconds})
 
     def pass1_finished(self, at: float) -> None:
         self.pass1_at = at
