@@ -40,7 +40,7 @@ from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
 from .scheduler import Scheduler, Work
 from .settings import Settings, Source, load_settings
-from .sink import PrintSink, Sink, Staged
+from .sink import PrintSink, Sink, Staged, open_sink
 from .source_schedule import SourceSchedule
 from .state import SourceState, iso
 from .urls import redact_url
@@ -204,10 +204,8 @@ class Daemon:
                                            named=bool(self.options.sources))
         self.schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX),
                            spread=not self.options.once)
-        open_sink = partial(PrintSink, out=self.out) if dry_run else Sink
-        self.sink = open_sink(table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
-                              staging_dir=s.staging_dir, csv_name="staging.csv", hash_stem="hashes",
-                              dedup_mode=s.dedup, algorithm=s.hash)
+        self.sink = open_sink(s, table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
+                              staging_dir=s.staging_dir, dry_run=dry_run, out=self.out)
         if not dry_run:
             self.db = Database(s.db_url)
             self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries

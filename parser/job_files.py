@@ -9,9 +9,7 @@ which prints them. That choice is made here, once, when the job's files are open
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -23,7 +21,7 @@ from .extract import compile_selector
 from .job_settings import LinkJob
 from .jsonfile import read_object, write_whole
 from .settings import Settings
-from .sink import PrintSink, Sink
+from .sink import Sink, open_sink
 from .staging import read_rows
 from .state import SLACK
 
@@ -44,11 +42,8 @@ class JobFiles:
         self.dry_run = dry_run
         # --dry-run: the files read as they are, every change kept in memory, the records printed.
         self.links = self._open_links(settings, clock)
-        open_sink = partial(PrintSink, out=out or sys.stdout) if dry_run else Sink
-        self.sink: Sink | PrintSink = open_sink(table=job.name, columns=job.columns, unique_fields=job.unique_fields,
-                                                staging_dir=self.folder, csv_name="staging.csv",
-                                                hash_stem="hashes", dedup_mode=settings.dedup,
-                                                algorithm=settings.hash)
+        self.sink = open_sink(settings, table=job.name, columns=job.columns, unique_fields=job.unique_fields,
+                              staging_dir=self.folder, dry_run=dry_run, out=out)
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +170,11 @@ class PrintSink:
 
 
 __all__ = ["PrintSink", "Sink", "Staged", "StorageError"]
+
+
+def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None) -> Sink | PrintSink:
+    """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place."""
+    kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
+                  csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash)
+    return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(**kwargs)
