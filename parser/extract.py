@@ -3,7 +3,9 @@
 The parser never resolves entities, never touches the network and refuses trees deeper or larger
 than any real page. A page whose text libxml2 could not read whole is refused too, never cut
 silently. A field is the text of what its selector matches, whitespace collapsed; several matches
-are joined by a newline; no match is ''.
+are joined by a newline; no match is ''. A field matched when the page gives it another text than a
+blank page does (blank_values): a constant, or a count() or boolean() that any page answers, never
+tells an object from an error page.
 """
 from __future__ import annotations
 
@@ -95,11 +97,16 @@ def compile_selector(selector: str) -> etree.XPath:
 class Extracted:
     values: dict[str, str]
     empty: list[str]  # fields whose selector matched nothing (or only blanks)
+    matched: list[str]  # fields whose text came from the page: not what a blank page gives them
 
 
-def extract_fields(doc: lxml.html.HtmlElement, selectors: Mapping[str, etree.XPath]) -> Extracted:
+def extract_fields(doc: lxml.html.HtmlElement, selectors: Mapping[str, etree.XPath],
+                   blank: Mapping[str, str] | None = None) -> Extracted:
+    """The fields' texts; `blank` is what each gives on a blank page (blank_values; '' when not given)."""
+    blank = blank or {}
     values: dict[str, str] = {}
     empty: list[str] = []
+    matched: list[str] = []
     for name, xpath in selectors.items():
         try:
             result = xpath(doc)
@@ -109,7 +116,16 @@ def extract_fields(doc: lxml.html.HtmlElement, selectors: Mapping[str, etree.XPa
         values[name] = text
         if not text:
             empty.append(name)
-    return Extracted(values, empty)
+        if text != blank.get(name, ""):
+            matched.append(name)
+    return Extracted(values, empty, matched)
+
+
+def blank_values(selectors: Mapping[str, etree.XPath]) -> dict[str, str]:
+    """What each selector gives on a page with nothing on it: '' for one that selects nodes; for a
+    constant, a count() or a boolean() the value it has on any page, an error page's too."""
+    doc = lxml.html.document_fromstring("<html><head></head><body></body></html>", parser=_parser())
+    return extract_fields(doc, selectors).values
 
 
 def _text(result: object) -> str:

@@ -17,7 +17,7 @@ from linkgen.harvest import Harvest
 from linkgen.linkfile import LinkFile, Mark
 from linkgen.politeness import MAX_HOLD
 
-from .extract import compile_selector
+from .extract import blank_values, compile_selector
 from .job_settings import LinkJob
 from .jsonfile import read_object, write_whole
 from .settings import Settings
@@ -47,6 +47,7 @@ class JobFiles:
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
+        self.blank = blank_values(self.selectors)  # what a page with nothing on it gives each field
         self.state_path = self.folder / "state.json"
         saved = self._load_state()
         self.pass1_at = float(saved.get("pass1_at", 0.0))

@@ -143,9 +143,10 @@ class Pass1:
         reopened = 0
         if scheduled:
             # The misses that ended an open range are asked again each time pass 1 runs: new ids appear.
-            gone = [u for u in probes if links.status(u) == "gone"]
-            links.mark(Mark(u, "reopen", "end of an open range: asked again") for u in gone)
-            reopened = len(gone)
+            # A miss may be a 404 (gone) or a page where no field matched, given up after its retries.
+            missed = [u for u in probes if links.status(u) in ("gone", "dead")]
+            links.mark(Mark(u, "reopen", "end of an open range: asked again") for u in missed)
+            reopened = len(missed)
             files.pass1_finished(self.ctx.clock())
             log.info("%s  pass 1 (template): %d links in the file, %d new%s  %.2f s", job.name, len(links), new,
                      f", {reopened} misses at the end of the range asked again" if reopened else "",

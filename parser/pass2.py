@@ -42,6 +42,7 @@ class ObjectOutcome:
     abandoned: bool = False  # cut short because the daemon is stopping: still pending, no attempt spent
     held: bool = False  # not sent: its host is held (Retry-After); still pending, no attempt spent
     refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
+    unmatched: bool = False  # a page where no field matched: a miss, asked again like a 5xx
 
 
 class Pass2:
@@ -172,7 +173,8 @@ class Pass2:
         log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
                  "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
                  tally["gone"], tally["retry"], tally["dead"],
-                 f", {tally['refused']} refused with Retry-After" if tally["refused"] else "",
+                 (f", {tally['refused']} refused with Retry-After" if tally["refused"] else "")
+                 + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""),
                  empties or "none", counts["pending"], time.monotonic() - run.started)
         failed = tried - tally["done"]
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
@@ -198,7 +200,14 @@ class Pass2:
                                  abandoned=self.ctx.stop.is_set() and not refused)
         except ParseError as exc:
             return ObjectOutcome(url=url, index=index, error=str(exc))
-        extracted = extract_fields(doc, files.selectors)
+        extracted = extract_fields(doc, files.selectors, files.blank)
+        if not extracted.matched:
+            # A 200 that is not the object (maintenance, "not found" in a page frame): stored, it would
+            # mark the link done for good; a miss is asked again, and ends an open range.
+            return ObjectOutcome(url=url, index=index, unmatched=True,
+                                 error=f"no field matched ({', '.join(files.selectors)}): looks like an error or "
+                                       "maintenance page, not stored (if every page says so, check the job's "
+                                       "fields)")
         record = {"url": url, "fetched": now_iso(self.ctx.clock), **extracted.values}
         return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty)
 
@@ -215,6 +224,7 @@ class Pass2:
         tally["duplicates"] += staged.duplicates
         marks = []
         for outcome in ready:
+            tally["unmatched"] += outcome.unmatched
             if outcome.record is not None:
                 marks.append(Mark(outcome.url, "done", index=outcome.index))
                 empty.update(outcome.empty)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parser.errors import ParseError
-from parser.extract import compile_selector, extract_fields, page_links, parse_html
+from parser.extract import blank_values, compile_selector, extract_fields, page_links, parse_html
 
 PRODUCT = """<!DOCTYPE html>
 <html><head><title>Shop</title></head><body>
@@ -46,6 +46,24 @@ def test_a_field_that_matches_nothing_is_empty_and_reported():
     got = fields(PRODUCT, {"title": "//h1", "isbn": "//td[@class='isbn']", "blank": "css:ul.tags li:last-child"})
     assert got.values["isbn"] == "" and got.values["blank"] == ""
     assert got.empty == ["isbn", "blank"]
+
+
+def test_a_field_matched_only_where_the_page_gave_it_what_a_blank_page_does_not():
+    # A constant, a count() and a boolean() have a value on any page, an error page's too: only a
+    # value that differs from a blank page's shows the page is the object.
+    selectors = {k: compile_selector(v) for k, v in {
+        "title": "//div[@class='product_main']/h1", "tags": "count(//ul[@class='tags']/li)",
+        "in_stock": "boolean(//p[contains(@class, 'instock')])", "shop": "'My shop'",
+        "price": "concat('Price: ', //p[@class='price_color'])"}.items()}
+    blank = blank_values(selectors)
+    assert blank == {"title": "", "tags": "0", "in_stock": "false", "shop": "My shop", "price": "Price:"}
+    product = extract_fields(parse_html(PRODUCT.encode()), selectors, blank)
+    assert product.matched == ["title", "tags", "in_stock", "price"]
+    maintenance = parse_html(b"<html><head><title>Maintenance</title></head><body><h1>Back soon</h1>"
+                             b"<ul class='tags'></ul></body></html>")
+    assert extract_fields(maintenance, selectors, blank).matched == []
+    partial = parse_html(b"<div class='product_main'><h1>Only a title</h1></div>")
+    assert extract_fields(partial, selectors, blank).matched == ["title"]
 
 
 def test_entities_are_not_expanded_and_external_entities_never_read(tmp_path):

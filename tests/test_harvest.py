@@ -135,7 +135,7 @@ def test_a_redirect_out_of_the_allowed_domains_is_not_expanded(server, fetcher):
 def test_pass_2_does_not_follow_an_object_redirect_out_of_the_allowed_domains(server, project):
     server.route("/robots.txt", status=404)
     server.route("/", content_type="text/html", body=page("root", ["/item/1", "/item/2"]))
-    server.route("/item/1", content_type="text/html", body=page("Object one", []))
+    server.route("/item/1", content_type="text/html", body=page("Object one", [], body="<h1>Object one</h1>"))
     server.route("/item/2", status=301, headers={"Location": f"http://localhost:{server.port}/item/1"})
     project.write_params(LINK_JOBS=[{"name": "shop", "harvest": {"root": server.url("/"), "depth": 1},
                                      "objects": OBJECTS, "fields": {"title": "//h1"}}])
