@@ -15,6 +15,7 @@ from datetime import date
 from typing import Any
 
 PERIODS = ("day", "month")
+MAX_LIST = 10_000_000  # values of a range counting down, held as a list (a job's own cap on links)
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,14 @@ def parse_values(raw: Any) -> Values:
     ValueError says what is wrong with it.
     """
     if isinstance(raw, range):
-        if len(raw) == 0:
+        # bool() and [-1], not len(): len() of a range longer than a C integer raises OverflowError.
+        if not raw:
             raise ValueError("the range is empty")
-        return NumberRange(raw.start, raw[-1], raw.step) if raw.step > 0 else ListValues(tuple(raw))
+        if raw.step > 0:
+            return NumberRange(raw.start, raw[-1], raw.step)
+        if _range_length(raw.start, raw[-1], raw.step) > MAX_LIST:  # counting down is kept as a list
+            raise ValueError(f"a range counting down holds at most {MAX_LIST:,} values")
+        return ListValues(tuple(raw))
     if isinstance(raw, (list, tuple)):
         if not raw or not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in raw):
             raise ValueError("a list must hold strings or whole numbers and not be empty")
@@ -149,7 +155,7 @@ def count_links(values: Mapping[str, Values], today: date) -> int | None:
         elif isinstance(v, NumberRange):
             if v.last is None:
                 return None
-            total *= len(range(v.start, v.last + 1, v.step))
+            total *= _range_length(v.start, v.last, v.step)
         else:
             last = v.last or today
             if v.by == "month":
@@ -157,6 +163,11 @@ def count_links(values: Mapping[str, Values], today: date) -> int | None:
             else:
                 total *= max(0, last.toordinal() - v.start.toordinal() + 1)
     return total
+
+
+def _range_length(start: int, last: int, step: int) -> int:
+    """How many values range(start, last + 1, step) holds, for any size (len() stops at a C integer)."""
+    return max(0, (last - start) // step + 1) if step > 0 else max(0, (start - last) // -step + 1)
 
 
 def _combinations(names: list[str], values: Mapping[str, Values], today: date) -> Iterator[dict[str, Any]]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import __version__, logs
-from .errors import LockHeldError, SettingsError, StorageError
+from .errors import HistoryMismatchError, LockHeldError, SettingsError, StorageError
 
 EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
 DEFAULT_PARAMS = "params.py"  # in the current folder: the project is where the operator stands
@@ -102,9 +102,9 @@ COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
 
 
 def _settings_or_exit(args: argparse.Namespace):
-    from .settings import load_settings
+    from .settings_read import read_settings
     try:
-        return load_settings(args.params)
+        return read_settings(args.params)  # within a time limit, as the daemon reads it
     except SettingsError as exc:
         print(f"settings error: {exc}", file=sys.stderr)
         return None
@@ -128,11 +128,8 @@ def control_command(args: argparse.Namespace) -> int:
 
 def export_opml(args: argparse.Namespace) -> int:
     from .opml import write_opml
-    from .settings import load_settings
-    try:
-        settings = load_settings(args.params)
-    except SettingsError as exc:
-        print(f"settings error: {exc}", file=sys.stderr)
+    settings = _settings_or_exit(args)
+    if settings is None:
         return EXIT_SETTINGS
     feeds = [s for s in settings.sources if s.protocol == "feed"]
     text = write_opml(feeds, title=f"parser-daemon sources ({settings.params_path.name})")
@@ -147,10 +144,10 @@ def export_opml(args: argparse.Namespace) -> int:
 def run_daemon(args: argparse.Namespace) -> int:
     from .daemon import Daemon, RunOptions
     from .memory import cap_malloc_arenas
-    from .settings import load_settings
+    from .settings_read import read_settings
     cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/memory.py)
     try:
-        settings = load_settings(args.params)
+        settings = read_settings(args.params)  # within a time limit: a params.py that blocks is exit 2
         options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
                              jobs=tuple(args.job), links_only=args.links_only)
         stop = threading.Event()
@@ -176,6 +173,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     except LockHeldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except HistoryMismatchError as exc:  # the hash files do not fit the settings: no traceback, no restart
+        logs.critical_line(f"stopped: {exc}")
+        return EXIT_SETTINGS
     except (StorageError, SettingsError) as exc:
         logs.critical_line(f"stopped: {exc}", exc)  # on the console too: once
         return EXIT_FAILED

@@ -17,6 +17,7 @@ from linkgen.spec import HarvestSpec
 from linkgen.templates import NumberRange, Values, count_links, expand, parse_values, placeholders
 
 from .extract import compile_selector
+from .setting_values import http_url, seconds_problem, whole_problem
 
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
             "interval", "delay", "unique_fields")
@@ -67,7 +68,8 @@ def check_link_jobs(raw: Any, add: Callable[[str, str], None]) -> list[LinkJob]:
             add(where, what)
         if isinstance(name, str) and name in seen:
             add(where, f"duplicate job name {name!r}")
-        seen.add(name)
+        if isinstance(name, str):  # a list as a name is reported above; it cannot go in a set
+            seen.add(name)
         if job is not None and not problems:
             jobs.append(job)
     return jobs
@@ -84,10 +86,9 @@ def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
         problems.append(f"name {name!r} is the feeds' table; choose another")
     if not isinstance(v["enabled"], bool):
         problems.append(f"enabled must be True or False, got {v['enabled']!r}")
-    if not _number(v["interval"]) or v["interval"] <= 0:
-        problems.append(f"interval must be a number of seconds above 0, got {v['interval']!r}")
-    if not _number(v["delay"]) or v["delay"] < 0:
-        problems.append(f"delay must be a number of seconds, 0 or more, got {v['delay']!r}")
+    for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
+        if what:
+            problems.append(f"{key} {what}, got {v[key]!r}")
     fields = _check_fields(v.get("fields"), problems)
     unique = v["unique_fields"]
     allowed = ("url", "fetched", *fields)
@@ -170,8 +171,8 @@ def _check_template(v: Mapping[str, Any], problems: list[str]) -> tuple[str | No
     stop = v.get("stop_after_misses")
     ranges = [n for n, x in values.items() if isinstance(x, NumberRange)]
     if stop is not None:
-        if not (isinstance(stop, int) and not isinstance(stop, bool) and stop > 0):
-            problems.append(f"stop_after_misses must be a whole number above 0, got {stop!r}")
+        if what := whole_problem(stop):
+            problems.append(f"stop_after_misses {what}, got {stop!r}")
         elif len(ranges) != 1:
             problems.append(f"stop_after_misses needs exactly one number range in values, found {len(ranges)}")
     else:
@@ -246,18 +247,9 @@ def _unknown_keys(item: Mapping[str, Any], known: tuple[str, ...], prefix: str, 
 
 
 def _http_url(x: Any) -> bool:
-    if not isinstance(x, str):
-        return False
-    try:
-        parts = urlsplit(x.strip())
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:
-        return False
+    return isinstance(x, str) and http_url(x.strip())
 
 
 def _int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)

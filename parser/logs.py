@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from .errors import printable
 from .urls import redact_url
 
 log = logging.getLogger("parser")
@@ -47,6 +48,11 @@ class _TextFormatter(logging.Formatter):
     def formatTime(self, record, datefmt=None):  # noqa: N802 (logging's name)
         return _utc(record.created)
 
+    def format(self, record: logging.LogRecord) -> str:
+        # Whatever a line quotes (a server's header, an address, a library's message) reaches the
+        # files and the terminal escaped (errors.printable), as in a JSON line.
+        return printable(super().format(record))
+
 
 class _JsonFormatter(logging.Formatter):
     """One JSON object a line: time, level, log (parser, errors, critical), message, and for an
@@ -60,7 +66,9 @@ class _JsonFormatter(logging.Formatter):
                 line[key] = getattr(record, key)
         if record.exc_info:
             line["traceback"] = self.formatException(record.exc_info)
-        return json.dumps(line, ensure_ascii=False)
+        # printable: as a text line would be (json.dumps would leave the C1 controls raw)
+        return json.dumps({k: printable(v) if isinstance(v, str) else v for k, v in line.items()},
+                          ensure_ascii=False)
 
 
 class _Console(logging.StreamHandler):
@@ -86,6 +94,71 @@ class _Console(logging.StreamHandler):
 
 _console_lock = threading.RLock()
 _console: _Console | None = None
+
+
+class _LogFile(logging.handlers.RotatingFileHandler):
+    """A log file that, when it cannot be written (a full disk, a file-size limit, its permissions),
+    says so once on stderr and sends its lines there until a write succeeds again: a message is
+    never lost without a word, and the daemon goes on collecting (staging is what matters).
+    logging's own handleError would print a traceback per line and drop the line itself."""
+
+    def __init__(self, path: Path, **kwargs):
+        super().__init__(path, encoding="utf-8", delay=True, **kwargs)  # opened at the first line
+        self.failing = False
+        self._failed_now = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed_now = False
+        super().emit(record)  # calls handleError on any error, under the handler's lock
+        if self.failing and not self._failed_now:
+            self.failing = False
+            _to_stderr(f"{self.baseFilename} can be written again; its lines go there from now on")
+
+    def open_now(self) -> None:
+        """Create the file at start, as an operator tailing it expects; a failure is said as for a line."""
+        try:
+            self.stream = self._open()
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException | None) -> None:
+        self._failed_now = True
+        if not self.failing:
+            self.failing = True
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            _to_stderr(f"cannot write {self.baseFilename}: {reason}; its messages go to stderr until it can "
+                       "(free space in the log folder or fix its permissions)")
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        self._failed(sys.exc_info()[1])
+        if self.stream is not None:  # opened again at the next line: a fresh buffer, not this one's bytes
+            try:
+                self.stream.close()
+            except OSError:
+                pass  # the flush in close() fails the same way; the file is closed all the same
+            self.stream = None  # type: ignore[assignment]
+        if not _shown_on_console(record):
+            try:
+                _to_stderr(self.format(record))
+            except Exception:  # noqa: BLE001 -- a record that does not format: the line above said enough
+                pass
+
+
+def _shown_on_console(record: logging.LogRecord) -> bool:
+    """Whether the console handler prints this record anyway (or errors.log's line for its event)."""
+    console = _console
+    if console is None or getattr(record, "also_in_errors", False):
+        return console is not None
+    return console in logging.getLogger(record.name).handlers and record.levelno >= console.level
+
+
+def _to_stderr(line: str) -> None:
+    with _console_lock:
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # no stderr left either (closed): nothing more can be done
+            pass
 
 
 class ProgressLine:
@@ -129,11 +202,14 @@ def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, 
         logger.setLevel(logging.INFO)
         logger.propagate = False
     if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # each file says on stderr that it cannot be written, and why
         for logger, name in ((log, "parser.log"), (errors, "errors.log"), (critical, "critical.log")):
-            handler = logging.handlers.RotatingFileHandler(log_dir / name, maxBytes=max_bytes,
-                                                           backupCount=backups, encoding="utf-8")
+            handler = _LogFile(log_dir / name, maxBytes=max_bytes, backupCount=backups)
             handler.setFormatter(fmt)
+            handler.open_now()
             logger.addHandler(handler)
     _console = None
     if console:

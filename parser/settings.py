@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import importlib.util
 import os
+import reprlib
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -17,6 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from . import __version__
 from .errors import SettingsError
@@ -27,6 +31,7 @@ from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
 from .protocols import pushed
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
+from .setting_values import resolve_path, seconds_problem, whole_problem
 from .source_options import (
     PROTOCOL_KEYS,
     Auth,
@@ -97,11 +102,13 @@ class Settings:
     status_listen: tuple[str, int] | None = None  # the status page and /metrics (parser/statuspage.py); None: off
     shared: bool = False            # several daemons, one PostgreSQL (parser/shared.py)
     shared_lease: float = 300.0     # seconds a claimed source or link is this daemon's alone
+    db_timeout: float = 5.0         # seconds a flush waits to connect or for a lock (db/store.py)
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
 DEFAULTS: dict[str, Any] = {
     "DB_URL": "sqlite:///db/items.db",
+    "DB_TIMEOUT": 5,
     "STAGING_DIR": "staging",
     "LOG_DIR": "logs",
     "POLL_INTERVAL": 600,
@@ -155,7 +162,13 @@ def load_settings(params_path: str | os.PathLike) -> Settings:
         raise SettingsError(f"{path}: params file does not exist")
     path = path.resolve()
     values = _import_params(path)
-    return settings_from_dict(values, path)
+    try:
+        return settings_from_dict(values, path)
+    except SettingsError:
+        raise
+    except Exception as exc:  # a value no check foresaw: still the file's problem, said without a traceback
+        raise SettingsError(f"{path}: a value could not be read: {type(exc).__name__}: {exc} "
+                            "(check the types of the settings it holds)") from None
 
 
 def _import_params(path: Path) -> dict[str, Any]:
@@ -163,11 +176,17 @@ def _import_params(path: Path) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
-    except Exception as exc:  # any error in the user's file is a settings error, with its line
+    # Anything the file raises is a settings error, with its line: sys.exit() and KeyboardInterrupt
+    # too, which would otherwise end the daemon (on SIGHUP: without its final flush, maybe with exit 0).
+    except BaseException as exc:  # noqa: BLE001
         tb = traceback.extract_tb(sys.exc_info()[2])
         line = next((f.lineno for f in reversed(tb) if f.filename == str(path)), None)
         where = f" (line {line})" if line else ""
-        raise SettingsError(f"{path}: does not import{where}: {type(exc).__name__}: {exc}") from None
+        if isinstance(exc, SystemExit):
+            raise SettingsError(f"{path}: called sys.exit({exc.code!r}){where}; a params file only sets "
+                                "values: remove the call") from None
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise SettingsError(f"{path}: does not import{where}: {what}") from None
     return {k: v for k, v in vars(module).items() if k.isupper() and not k.startswith("_")}
 
 
@@ -187,21 +206,30 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
             problems.add(name, f"{what}, got {v[name]!r}")
         return v[name]
 
-    check("DB_URL", lambda x: isinstance(x, str) and "://" in x, "must be an SQLAlchemy URL string")
+    def check_shape(name: str, problem: Callable[[Any], str | None]) -> None:
+        """`problem` (parser/setting_values.py) says what is wrong with the value, or None."""
+        if what := problem(v[name]):
+            problems.add(name, f"{what}, got {reprlib.repr(v[name])}")  # 10**400 shown short
+
+    if what := _db_url_problem(v["DB_URL"], base):  # its own words: the URL may hold a password
+        problems.add("DB_URL", what)
     for name in ("STAGING_DIR", "LOG_DIR"):
-        if check(name, lambda x: isinstance(x, (str, os.PathLike)) and str(x) != "", "must be a folder path") \
-                and (blocker := _not_a_folder(_resolve(v[name], base))):
+        folder = resolve_path(v[name], base)
+        if folder is None:
+            problems.add(name, f"must be a folder path, got {v[name]!r}")
+        elif blocker := _not_a_folder(folder):
             problems.add(name, f"must be a folder, but {blocker} is a file")
-    for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE"):
-        check(name, _positive_number, "must be a number of seconds above 0")
+    for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE", "DB_TIMEOUT"):
+        check_shape(name, seconds_problem)
     for name in ("CONCURRENCY", "PER_HOST", "MAX_BYTES", "MAX_ITEMS", "DEAD_AFTER", "LOG_MAX_BYTES"):
-        check(name, _positive_int, "must be a whole number above 0")
+        check_shape(name, whole_problem)
     for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
-        check(name, lambda x: _int(x) and x >= 0, "must be a whole number, 0 or more")
+        check_shape(name, lambda x: whole_problem(x, 0))
     check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
-    check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "", "must be a non-empty string")
+    check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
+          "must be a non-empty string without line breaks or control characters (it is sent as a header)")
     unique = check("UNIQUE_FIELDS",
                    lambda x: x == AUTO or (isinstance(x, (list, tuple)) and len(x) > 0
                                            and all(f in RECORD_FIELDS for f in x)),
@@ -251,6 +279,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         status_listen=status_listen,
         shared=v["SHARED"],
         shared_lease=float(v["SHARED_LEASE"]),
+        db_timeout=float(v["DB_TIMEOUT"]),
     )
 
 
@@ -261,8 +290,8 @@ def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
     if not isinstance(v["SHARED"], bool):
         problems.add("SHARED", f"must be True or False, got {v['SHARED']!r}")
         return
-    if not _positive_number(v["SHARED_LEASE"]):
-        problems.add("SHARED_LEASE", f"must be a number of seconds above 0, got {v['SHARED_LEASE']!r}")
+    if what := seconds_problem(v["SHARED_LEASE"]):
+        problems.add("SHARED_LEASE", f"{what}, got {reprlib.repr(v['SHARED_LEASE'])}")
     elif _positive_number(v["DEADLINE"]) and v["SHARED_LEASE"] <= 2 * v["DEADLINE"]:
         problems.add("SHARED_LEASE", f"must be more than twice DEADLINE ({v['DEADLINE']} s): a claimed source "
                      f"is polled within its lease, got {v['SHARED_LEASE']!r}")
@@ -307,8 +336,8 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         if not isinstance(enabled, bool):
             problems.add(where, f"enabled must be True or False, got {enabled!r}")
         interval = item.get("interval", default_interval(item, v["POLL_INTERVAL"]))
-        if not _positive_number(interval):
-            problems.add(where, f"interval must be a number of seconds above 0, got {interval!r}")
+        if what := seconds_problem(interval):
+            problems.add(where, f"interval {what}, got {reprlib.repr(interval)}")
         headers = item.get("headers", {})
         if not (isinstance(headers, Mapping) and all(isinstance(k, str) and isinstance(x, str)
                                                      for k, x in headers.items())):
@@ -319,8 +348,8 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
             problems.add(where, "tags must be a list of strings")
             tags = []
         max_items = item.get("max_items", v["MAX_ITEMS"])
-        if not _positive_int(max_items):
-            problems.add(where, f"max_items must be a whole number above 0, got {max_items!r}")
+        if what := whole_problem(max_items):
+            problems.add(where, f"max_items {what}, got {reprlib.repr(max_items)}")
         if resolved is not None:
             sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
                                   if _positive_number(interval) else 600.0,
@@ -341,8 +370,8 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
     if not check_callback_base(v["WEBSUB_CALLBACK_BASE"]):
         problems.add("WEBSUB_CALLBACK_BASE", "must be '' or the public http(s) address at which hubs reach "
                      f"WEBHOOK_LISTEN, got {v['WEBSUB_CALLBACK_BASE']!r}")
-    if not _positive_number(v["FULL_TEXT_TIMEOUT"]):
-        problems.add("FULL_TEXT_TIMEOUT", f"must be a number of seconds above 0, got {v['FULL_TEXT_TIMEOUT']!r}")
+    if what := seconds_problem(v["FULL_TEXT_TIMEOUT"]):
+        problems.add("FULL_TEXT_TIMEOUT", f"{what}, got {v['FULL_TEXT_TIMEOUT']!r}")
     return listen
 
 
@@ -368,10 +397,10 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
     raw = v["SOURCES_OPML"]
     if raw is None:
         return []
-    if not isinstance(raw, (str, os.PathLike)) or str(raw) == "":
+    path = resolve_path(raw, base)
+    if path is None:
         problems.add("SOURCES_OPML", f"must be the path of an OPML file, got {raw!r}")
         return []
-    path = _resolve(raw, base)
     try:
         outlines = read_outlines(path)
     except OpmlError as exc:
@@ -416,13 +445,16 @@ def _source_url(url: Any, base: Path) -> str | None:
     """http(s) and file URLs pass; a plain path becomes a file:// URL relative to params.py."""
     if not isinstance(url, str) or not url.strip():
         return None
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https"):
-        return url if parts.hostname else None
-    if parts.scheme == "file":
-        return url
-    if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
-        return (base / url).resolve().as_uri()
+    try:
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https"):
+            return url if parts.hostname else None
+        if parts.scheme == "file":
+            return url
+        if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
+            return (base / url).resolve().as_uri()
+    except ValueError:  # "Invalid IPv6 URL" (http://[x), "embedded null byte" in a path
+        return None
     return None
 
 
@@ -439,6 +471,32 @@ def _resolve(path: Any, base: Path) -> Path:
     return (base / Path(path).expanduser()).resolve()
 
 
+KNOWN_DATABASES = "sqlite:///path/to/file.db or postgresql://user@host/db (psycopg 3)"
+
+
+def _db_url_problem(url: Any, base: Path) -> str | None:
+    """DB_URL must name a database SQLAlchemy can open with a driver installed here: found now, at
+    start or reload, not as a traceback when the daemon first opens it. The URL itself is never
+    quoted back (it may hold a password), only its scheme."""
+    if not isinstance(url, str) or "://" not in url:
+        return f"must be an SQLAlchemy URL string like {KNOWN_DATABASES}, got {type(url).__name__}" \
+            + (f" {url!r}" if not isinstance(url, str) else " without '://'")
+    scheme = url.split("://", 1)[0]
+    try:
+        dialect = make_url(_resolve_db_url(url, base)).get_dialect()
+        dialect.import_dbapi()
+    except NoSuchModuleError:
+        return f"{scheme}:// is no database SQLAlchemy knows (a typo?); use {KNOWN_DATABASES}"
+    except ImportError as exc:
+        return (f"{scheme}:// needs the Python module {exc.name or exc}, which is not installed here; install "
+                f"that driver into the daemon's virtualenv, or use {KNOWN_DATABASES}")
+    except (ArgumentError, ValueError) as exc:
+        return f"is not a database URL SQLAlchemy can read ({exc}); use {KNOWN_DATABASES}"
+    if getattr(dialect, "is_async", False):
+        return f"{scheme}:// is an asyncio driver, which the daemon cannot use; use {KNOWN_DATABASES}"
+    return None
+
+
 def _resolve_db_url(url: str, base: Path) -> str:
     """Make a relative SQLite path relative to params.py, and send plain postgresql:// to psycopg 3."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and url != "sqlite:///:memory:":
@@ -448,13 +506,9 @@ def _resolve_db_url(url: str, base: Path) -> str:
     return url
 
 
-def _int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _positive_int(x: Any) -> bool:
-    return _int(x) and x > 0
+    return whole_problem(x) is None
 
 
 def _positive_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+    return seconds_problem(x) is None

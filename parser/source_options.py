@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit
 from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 from .ratelimit import Rate, parse_rate
 from .record import RECORD_FIELDS
+from .setting_values import http_url
 
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
 MAPPABLE = tuple(f for f in RECORD_FIELDS if f not in ("source", "fetched"))
@@ -254,7 +255,7 @@ def _push(item: Mapping[str, Any], where: str, name: str, protocol: Protocol, pr
         problems.add(where, f"delivery_header must be an HTTP header name, got {header!r}")
         ok = False
     hub = item.get("hub", "")
-    if hub and not (isinstance(hub, str) and urlsplit(hub).scheme in ("http", "https") and urlsplit(hub).hostname):
+    if hub and not http_url(hub):
         problems.add(where, f"hub must be an http(s) URL, got {hub!r}")
         ok = False
     if not ok:
@@ -322,5 +323,4 @@ def check_callback_base(value: Any) -> bool:
     """WEBSUB_CALLBACK_BASE: '' (use the listener's own address) or the public http(s) address of it."""
     if value == "":
         return True
-    return isinstance(value, str) and urlsplit(value).scheme in ("http", "https") and bool(urlsplit(value).hostname) \
-        and not urlsplit(value).query
+    return http_url(value) and not urlsplit(value).query
