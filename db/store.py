@@ -2,38 +2,57 @@
 
 Every table has a unique `hash` column; inserts skip hashes the table already holds, so loading
 the same batch twice (after a crash between commit and cleanup) stores nothing twice.
+
+Every statement is bounded (DB_TIMEOUT for a lock, STATEMENT_LIMIT in all), so a table
+another connection holds never holds the daemon's loop. A failure is read for what it means
+(db/faults.py): a record's bad value is handed back for the caller to set aside; a table dropped or a
+file replaced underneath, or an id sequence left behind, is mended once and the rows loaded again;
+anything else keeps the rows staged for the next flush.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
+from db.faults import Fault, classify
+from parser import logs
 from parser.errors import RecordRefusedError, StorageError
+from parser.urls import redact_url
 
 log = logging.getLogger("parser")
 CHUNK_ROWS = 500
 # The advisory lock key every daemon of a project takes around CREATE/ALTER TABLE (any fixed number;
 # this one spells "parser" in ASCII).
 SCHEMA_LOCK_KEY = 0x706172736572
+DEFAULT_TIMEOUT = 5.0  # DB_TIMEOUT's default: seconds to connect, and to wait for a lock
+# Any one statement (a chunk of CHUNK_ROWS rows) ends after this long even when it waits on no lock
+# (a stalled disk, a user's slow trigger), so nothing holds the loop for longer.
+STATEMENT_LIMIT = 60.0
 
 
 class Database:
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT):
         self.url = url
+        self.timeout = timeout
         try:
             database = sa.engine.make_url(url).database
             if url.startswith("sqlite") and database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)  # the default lives in db/
-            self.engine = sa.create_engine(url, pool_pre_ping=True, future=True)
+            self.engine = sa.create_engine(url, pool_pre_ping=True, future=True,
+                                           connect_args=_connect_args(url, timeout))
+            if self.engine.dialect.name == "postgresql":
+                sa.event.listen(self.engine, "connect", self._bound_session)
         except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
             raise StorageError(f"cannot use DB_URL: {exc}") from None
         self.metadata = sa.MetaData()
         self.tables: dict[str, sa.Table] = {}
+        self.key_names: dict[str, str | None] = {}  # table -> its primary key constraint's name
 
     def close(self) -> None:
         self.engine.dispose()
@@ -65,41 +84,119 @@ class Database:
                     )
                     table.create(conn, checkfirst=True)
                 else:
-                    present = {c["name"] for c in inspector.get_columns(name)}
-                    quote = self.engine.dialect.identifier_preparer.quote
-                    for column in (c for c in wanted if c not in present):
-                        conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} TEXT"))
-                        log.info("added column %s to table %s", column, name)
+                    self._complete(conn, inspector, name, wanted)
                     table = sa.Table(name, self.metadata, autoload_with=conn)
+                self.key_names[name] = sa.inspect(conn).get_pk_constraint(name).get("name")
         except SQLAlchemyError as exc:
-            raise StorageError(f"cannot prepare table {name}: {_short(exc)}") from None
+            raise StorageError(f"cannot prepare table {name}: {self._explain(classify(exc), exc)}") from None
         self.tables[name] = table
         return table
 
-    def insert_new(self, name: str, columns: Sequence[str], rows: Iterable[dict]) -> int:
-        """Insert rows whose hash the table lacks, in one transaction; return how many were new."""
+    def _complete(self, conn: sa.Connection, inspector: sa.Inspector, name: str, wanted: list[str]) -> None:
+        """An existing table: add the columns a newer version added, and the unique index on hash
+        when someone dropped it (every insert names it: without it, none would go in)."""
+        quote = self.engine.dialect.identifier_preparer.quote
+        present = {c["name"] for c in inspector.get_columns(name)}
+        for column in (c for c in wanted if c not in present):
+            conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} TEXT"))
+            log.info("added column %s to table %s", column, name)
+        unique = [*inspector.get_unique_constraints(name), *(i for i in inspector.get_indexes(name) if i["unique"])]
+        if not any(u["column_names"] == ["hash"] for u in unique):
+            conn.execute(sa.text(f"CREATE UNIQUE INDEX {quote(name + '_hash_key')} ON {quote(name)} (hash)"))
+            log.warning("table %s had no unique index on hash (dropped?): created it again", name)
+
+    def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[dict], *, mend: bool = True) -> int:
+        """Insert rows whose hash the table lacks, in one transaction; return how many were new.
+
+        Raise RecordRefusedError when a value of a row is refused (the caller finds the row and sets
+        it aside), StorageError when the rows must stay staged. With `mend`, a table changed
+        underneath or an id sequence left behind is mended first, once, and the rows inserted again."""
+        try:
+            return self._insert_rows(name, columns, rows)
+        except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
+            raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
+        except SQLAlchemyError as exc:
+            failure, fault = exc, classify(exc, self.key_names.get(name))
+        if fault is Fault.RECORD:  # a NUL byte, a NULL hash, a link over a user's index's limit
+            raise RecordRefusedError(f"table {name} refused a value: {_short(failure)}")
+        if not mend or fault not in (Fault.CHANGED, Fault.ID_SEQUENCE):
+            raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}")
+        self._mend(name, columns, fault, _short(failure))
+        return self.insert_new(name, columns, rows, mend=False)
+
+    def _insert_rows(self, name: str, columns: Sequence[str], rows: Sequence[dict]) -> int:
         table = self.table(name, columns)
         known = {c.name for c in table.columns} - {"id"}
         inserted = 0
-        try:
-            with self.engine.begin() as conn:
-                chunk: dict[str, dict] = {}
-                for row in rows:
-                    chunk[row["hash"]] = {k: v for k, v in row.items() if k in known}
-                    if len(chunk) >= CHUNK_ROWS:
-                        inserted += self._insert_chunk(conn, table, list(chunk.values()))
-                        chunk = {}
-                if chunk:
+        with self.engine.begin() as conn:
+            chunk: dict[str, dict] = {}
+            for row in rows:
+                chunk[row["hash"]] = {k: v for k, v in row.items() if k in known}
+                if len(chunk) >= CHUNK_ROWS:
                     inserted += self._insert_chunk(conn, table, list(chunk.values()))
-        except (DataError, IntegrityError) as exc:
-            # A value the database will not hold (a NUL byte in PostgreSQL, a NULL hash): the data's
-            # fault, not the connection's, so the caller can find the record and set it aside.
-            raise RecordRefusedError(f"table {name} refused a value: {_short(exc)}") from None
-        except SQLAlchemyError as exc:
-            raise StorageError(f"cannot write to table {name}: {_short(exc)}") from None
-        except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
-            raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
+                    chunk = {}
+            if chunk:
+                inserted += self._insert_chunk(conn, table, list(chunk.values()))
         return inserted
+
+    def _bound_session(self, connection, _record) -> None:
+        """PostgreSQL, each new connection: wait DB_TIMEOUT at most for a lock, run a statement
+        STATEMENT_LIMIT at most, whoever uses the engine. Set by SQL once connected rather than as
+        startup options, which a pooler (PgBouncer) refuses; SQLite's bound is its busy timeout."""
+        autocommit = connection.autocommit
+        connection.autocommit = True  # a SET inside a transaction the pool rolls back would be undone
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET lock_timeout = '{math.ceil(self.timeout * 1000)}ms'")
+            cursor.execute(f"SET statement_timeout = '{math.ceil(STATEMENT_LIMIT * 1000)}ms'")
+        connection.autocommit = autocommit
+
+    def _explain(self, fault: Fault, exc: BaseException) -> str:
+        if fault is Fault.LOCKED:
+            # The driver's words first, so a line cut to a terminal's width still says what happened.
+            return f"{_short(exc)}: waited {self.timeout:g} s for a lock held by another connection"
+        return _short(exc)
+
+    def _mend(self, name: str, columns: Sequence[str], fault: Fault, error: str) -> None:
+        """Mend what is not the records' fault, and say in one line what was found and done."""
+        try:
+            done = self._move_sequence(name) if fault is Fault.ID_SEQUENCE else self._reconnect(name, columns)
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot write to table {name}: {error}; mending it failed: {_short(exc)}") from None
+        message = f"table {name}: {error}: {done}"
+        logs.error_line("flush", redact_url(self.url), message)
+        log.warning("flush: %s", message, extra=logs.ALSO_IN_ERRORS)
+
+    def _reconnect(self, name: str, columns: Sequence[str]) -> str:
+        """The table dropped, a column dropped, or the SQLite file replaced while the daemon ran: new
+        connections (the pooled ones may hold the old file), and the table made again if missing."""
+        self.engine.dispose()
+        table = self.tables.pop(name, None)
+        if table is not None:
+            self.metadata.remove(table)
+        with self.engine.connect() as conn:
+            missing = not sa.inspect(conn).has_table(name)
+        self.table(name, columns)
+        if missing:
+            return ("the table was gone (dropped, or the database file replaced, while the daemon ran; the rows "
+                    "it held are gone with it); created it again and loading the staged rows into it. The hash "
+                    "file still keeps the entries it held out: to store the feeds' current entries again, stop "
+                    "the daemon and move the staging folder's hashes.* away")
+        return ("the table changed while the daemon ran (a column or an index dropped, or the database file "
+                "restored over it); connected again, made what was missing, and loading the staged rows")
+
+    def _move_sequence(self, name: str) -> str:
+        """PostgreSQL: the id sequence is behind the table's ids (a restore, rows inserted with
+        explicit ids): move it past the largest id, as pg_dump's own setval does."""
+        quoted = self.engine.dialect.identifier_preparer.quote(name)
+        with self.engine.begin() as conn:
+            next_id = conn.execute(sa.text(f"SELECT setval(pg_get_serial_sequence(:table, 'id'), "
+                                           f"COALESCE(MAX(id), 0) + 1, false) FROM {quoted}"),
+                                   {"table": quoted}).scalar_one()
+        if next_id is None:
+            raise StorageError(f"cannot write to table {name}: its id column has no sequence to move past "
+                               "the ids it holds; give it one, or make its default the next free id")
+        return (f"its id sequence was behind the ids the table holds (a restore, or rows inserted with "
+                f"explicit ids); moved it on to {next_id} and loading the staged rows")
 
     def _insert_chunk(self, conn: sa.Connection, table: sa.Table, rows: list[dict]) -> int:
         dialect = self.engine.dialect.name
@@ -119,6 +216,29 @@ class Database:
         with self.engine.connect() as conn:
             return conn.execute(sa.text(f"SELECT COUNT(*) FROM {name}")).scalar_one()
 
+    def newest_hashes(self, name: str, count: int) -> list[str]:
+        """The hashes of the table's `count` newest rows (by id): a mark of what this database holds."""
+        quote = self.engine.dialect.identifier_preparer.quote
+        try:
+            with self.engine.connect() as conn:
+                query = sa.text(f"SELECT hash FROM {quote(name)} ORDER BY id DESC LIMIT :n")
+                return list(conn.execute(query, {"n": count}).scalars())
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read table {name}: {_short(exc)}") from None
+
+    def holds_any(self, name: str, hashes: Sequence[str]) -> bool:
+        """Whether the table holds a row with one of `hashes`; False when there is no such table."""
+        quote = self.engine.dialect.identifier_preparer.quote
+        try:
+            with self.engine.connect() as conn:
+                if not sa.inspect(conn).has_table(name):
+                    return False
+                query = sa.text(f"SELECT 1 FROM {quote(name)} WHERE hash IN :hashes LIMIT 1").bindparams(
+                    sa.bindparam("hashes", expanding=True))
+                return conn.execute(query, {"hashes": list(hashes)}).first() is not None
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot read table {name}: {_short(exc)}") from None
+
 
 def schema_lock(conn: sa.Connection) -> None:
     """PostgreSQL: hold the schema lock until this transaction ends. Two daemons started at once
@@ -126,6 +246,16 @@ def schema_lock(conn: sa.Connection) -> None:
     pg_type's unique index. SQLite's own write lock already serialises this."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+
+
+def _connect_args(url: str, timeout: float) -> dict:
+    """Bound the wait for a connection (PostgreSQL) and for SQLite's lock (its busy timeout)."""
+    backend = sa.engine.make_url(url).get_backend_name()
+    if backend == "postgresql":
+        return {"connect_timeout": max(2, math.ceil(timeout))}  # libpq counts whole seconds, 2 at least
+    if backend == "sqlite":
+        return {"timeout": timeout}
+    return {}
 
 
 def _short(exc: BaseException) -> str:

@@ -1,0 +1,198 @@
+"""The database changing underneath a running project (issue 18, cases 5, 6, 7 and 14): a record the
+database refuses for its own content is set aside and the others stored; an id sequence left behind
+the table's ids is moved on, never blamed on the records; a table dropped or an SQLite file restored
+over the open one is reconnected to and made again; another connection's lock on the table bounds
+the flush, so polls go on, /healthz says what is stuck and SIGTERM is acted on."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import string
+
+import psycopg
+import pytest
+
+from db.store import Database
+from tests.feeds import numbered_items, rss
+from tests.process import stop, wait_for
+from tests.test_status_page import get, start_with_page
+from tests.test_storage_faults import staged_rows
+
+LINKS = [f"http://example.com/item/{n}" for n in range(1, 5)]
+
+
+def stored_links(project, db_url: str | None = None) -> list[str]:
+    """The links in table items, by id; [] while the table does not exist."""
+    if db_url is None:
+        return [r["link"] for r in project.rows()]
+    with psycopg.connect(db_url) as con:
+        try:
+            return [r[0] for r in con.execute("SELECT link FROM items ORDER BY id")]
+        except psycopg.errors.UndefinedTable:
+            return []
+
+
+def quarantined(project) -> list[dict]:
+    path = project.staging / "quarantine.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def first_run(server, project, db_url: str, interval: float = 600) -> list[dict]:
+    """Items 1 and 2 stored by --once, so table items exists; then the feed offers items 1 to 4.
+    Return the sources, for a daemon started next (`interval`: its source's)."""
+    server.route("/f.xml", body=rss(numbered_items(1, 2)))
+    sources = [{"name": "f", "url": server.url("/f.xml"), "interval": interval}]
+    project.write_params(DB_URL=db_url, SOURCES=sources)
+    project.run("--once", check=True)
+    server.route("/f.xml", body=rss(numbered_items(1, 4)))
+    return sources
+
+
+# -- case 5: one record the database refuses for its own content ------------------------------------
+def test_a_link_over_a_users_index_limit_is_set_aside_and_the_good_rows_stored(server, project, pg_url):
+    first_run(server, project, pg_url)
+    with psycopg.connect(pg_url) as con:
+        con.execute("CREATE INDEX items_link ON items (link)")  # the user's own index
+    # Random letters do not compress: the index row is over btree's 2704 bytes (SQLSTATE 54000).
+    long_link = "http://example.com/" + "".join(random.choices(string.ascii_letters, k=4000))
+    server.route("/f.xml", body=rss([{"title": "long", "link": long_link}, *numbered_items(1, 4)]))
+    done = project.run("--once")
+    assert done.returncode == 0, (done.stderr, project.log("critical.log"))
+    assert sorted(stored_links(project, pg_url)) == LINKS
+    [aside] = quarantined(project)
+    assert aside["record"]["link"] == long_link and "index row size" in aside["error"]
+    assert "record set aside in staging/quarantine.jsonl" in project.log("errors.log")
+    assert staged_rows(project) == 0
+
+
+# -- case 6: the id sequence behind the table's ids -------------------------------------------------
+@pytest.mark.parametrize("how", ["explicit ids", "setval back"])
+def test_an_id_sequence_behind_the_table_is_moved_on_and_every_record_stored(server, project, pg_url, how):
+    first_run(server, project, pg_url)
+    with psycopg.connect(pg_url) as con:
+        if how == "explicit ids":  # rows inserted by hand (or a restore) with ids the sequence has not given
+            con.execute("INSERT INTO items (id, hash, title) SELECT n, 'manual-' || n, 'by hand' "
+                        "FROM generate_series(3, 40) AS n")
+        else:  # a restore that left the sequence where it was when the dump began
+            con.execute("SELECT setval(pg_get_serial_sequence('items', 'id'), 1)")
+    done = project.run("--once")
+    assert done.returncode == 0, (done.stderr, project.log("critical.log"))
+    assert quarantined(project) == []
+    assert set(LINKS) <= set(stored_links(project, pg_url))
+    moved_to = 41 if how == "explicit ids" else 3
+    for log in ("errors.log", "parser.log"):
+        assert "its id sequence was behind the ids the table holds" in project.log(log)
+        assert f"moved it on to {moved_to}" in project.log(log)
+    assert staged_rows(project) == 0
+
+
+def test_sqlite_ids_never_fall_behind_rows_inserted_with_explicit_ids(server, project):
+    """SQLite gives a new row the largest id + 1 (an INTEGER PRIMARY KEY without AUTOINCREMENT): its ids
+    cannot fall behind the table, so there is nothing to mend; this holds that."""
+    first_run(server, project, "sqlite:///db/items.db")
+    with sqlite3.connect(project.db_path) as con:
+        con.executemany("INSERT INTO items (id, hash, title) VALUES (?, ?, 'by hand')",
+                        [(n, f"manual-{n}") for n in range(3, 41)])
+    project.run("--once", check=True)
+    assert set(LINKS) <= set(stored_links(project)) and quarantined(project) == []
+    assert "id sequence" not in project.log("errors.log")
+
+
+# -- case 7: the table or the file changed underneath a running daemon -------------------------------
+def running(server, project, db_url: str):
+    """A daemon in forever mode polling items 1 and 2, returned once both are stored."""
+    server.route("/f.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(DB_URL=db_url, SOURCES=[{"name": "f", "url": server.url("/f.xml"), "interval": 0.3}],
+                         FLUSH_INTERVAL=0.5)
+    proc = project.start()
+    wait_for(lambda: len(stored_links(project, None if db_url.startswith("sqlite") else db_url)) == 2
+             or proc.poll() is not None, "the first flush")
+    assert proc.poll() is None, proc.stderr.read()
+    return proc
+
+
+def test_an_sqlite_file_restored_over_the_open_one_gets_the_new_rows(server, project):
+    proc = running(server, project, "sqlite:///db/items.db")
+    try:
+        backup = project.db_path.with_name("backup.db")
+        with sqlite3.connect(project.db_path) as con, sqlite3.connect(backup) as copy:
+            con.backup(copy)
+        with sqlite3.connect(backup) as copy:
+            copy.execute("UPDATE items SET title = 'from the backup'")
+        # Restored as an operator does: cp to a temporary name, mv over the file.
+        shutil.copy(backup, project.db_path.with_name("items.db.restoring"))
+        os.replace(project.db_path.with_name("items.db.restoring"), project.db_path)
+        server.route("/f.xml", body=rss(numbered_items(1, 4)))
+        wait_for(lambda: sorted(stored_links(project)) == LINKS, "items 3 and 4 in the restored file", timeout=15)
+    finally:
+        assert stop(proc) == 0
+    assert [r["title"] for r in project.rows()][:2] == ["from the backup"] * 2  # the new file, not the old one
+    assert "table items: attempt to write a readonly database" in project.log("errors.log")
+    assert "connected again, made what was missing, and loading the staged rows" in project.log()
+    assert project.log("critical.log") == ""
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_dropped_table_is_made_again_and_gets_the_new_rows(server, project, database, request):
+    db_url = "sqlite:///db/items.db" if database == "sqlite" else request.getfixturevalue("pg_url")
+    pg = None if database == "sqlite" else db_url
+    proc = running(server, project, db_url)
+    try:
+        if pg:
+            with psycopg.connect(pg) as con:
+                con.execute("DROP TABLE items")
+        else:
+            with sqlite3.connect(project.db_path) as con:
+                con.execute("DROP TABLE items")
+        server.route("/f.xml", body=rss(numbered_items(1, 4)))
+        wait_for(lambda: sorted(stored_links(project, pg)) == LINKS[2:], "items 3 and 4 in a new table", timeout=15)
+    finally:
+        assert stop(proc) == 0
+    assert "the table was gone" in project.log("errors.log")
+    assert "created it again and loading the staged rows into it" in project.log()
+    assert project.log("critical.log") == ""
+
+
+def test_a_dropped_unique_index_on_hash_is_made_again_and_nothing_stored_twice(pg_url):
+    """In-process: the index every insert names (ON CONFLICT (hash)) dropped by hand."""
+    db = Database(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        assert db.insert_new("items", ("hash", "link"), [{"hash": "a", "link": "1"}]) == 1
+        with psycopg.connect(pg_url) as con:
+            con.execute("ALTER TABLE items DROP CONSTRAINT items_hash_key")
+        assert db.insert_new("items", ("hash", "link"), [{"hash": "a", "link": "1"}, {"hash": "b", "link": "2"}]) == 1
+        assert db.insert_new("items", ("hash", "link"), [{"hash": "b", "link": "2"}]) == 0
+    finally:
+        db.close()
+    assert stored_links(None, pg_url) == ["1", "2"]
+
+
+# -- case 14: another connection holds a lock on the table ------------------------------------------
+def test_a_locked_table_bounds_the_flush_polls_go_on_healthz_says_so_and_sigterm_is_prompt(server, project, pg_url):
+    sources = first_run(server, project, pg_url, interval=0.3)
+    locker = psycopg.connect(pg_url)
+    locker.execute("LOCK TABLE items IN ACCESS EXCLUSIVE MODE")  # held until the rollback below
+    proc = None
+    try:
+        proc, base = start_with_page(project, DB_URL=pg_url, DB_TIMEOUT=1, FLUSH_INTERVAL=0.5, SOURCES=sources)
+        lock_line = ": waited 1 s for a lock held by another connection"
+        wait_for(lambda: lock_line in project.log("errors.log"), "a flush that gave up on the lock", timeout=20)
+        polls = project.log().count("f  new 0  duplicates 4")
+        wait_for(lambda: project.log().count("f  new 0  duplicates 4") >= polls + 2, "polls while the lock is held")
+        status, reason = get(base + "/healthz")
+        assert status == 503 and "failing since" in reason and "a lock held by another connection" in reason
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0  # the final flush gives up after DB_TIMEOUT: the lock is never let go
+        assert "stopped on signal; the flush failed, records stay in staging" in project.log()
+        assert staged_rows(project) == 2
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        locker.rollback()
+        locker.close()
+    project.run("--once", check=True)  # the lock is gone: the rows kept in staging are stored
+    assert sorted(stored_links(project, pg_url)) == LINKS
