@@ -35,6 +35,7 @@ BLOOM_CAPACITY = 1_000_000
 BLOOM_ERROR = 1e-6
 FIRST_BLOCK_LINES = 1_024   # ~57 KiB of sha224 lines: the first read when confirming Bloom hits
 SCAN_BLOCK_LINES = 16_384   # ~1 MiB: the largest read, as the blocks double towards the file's start
+BOM = b"\xef\xbb\xbf"       # UTF-8's byte order mark, which Notepad may put before the first digest
 
 
 class Uniqueness(Protocol):
@@ -145,6 +146,7 @@ class HashFile:
         self.read_only = read_only
         self.bloom_path = path.with_suffix(".bloom")
         self.meta_path = path.with_suffix(".bloom.json")
+        self._plain_line_ends()
         self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
         self.repaired = 0 if read_only else self._repair_torn_tail()
         self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # covered: bytes of the file in the filter
@@ -165,6 +167,32 @@ class HashFile:
             if f.read(1) != b"\n":
                 end -= self.line_length  # the right length but no newline: not a whole line
         return end
+
+    def _plain_line_ends(self) -> None:
+        """A file saved by a Windows editor (CRLF line ends, perhaps a BOM) is rewritten with plain line
+        ends: the digests are the same, and the file's fixed width is what every lookup relies on. The
+        Bloom filter's count of covered bytes goes with it (the filter is rebuilt from the file)."""
+        try:
+            with open(self.path, "rb") as f:
+                first = f.readline()
+        except FileNotFoundError:
+            return
+        if not (first.endswith(b"\r\n") or first.startswith(BOM)):
+            return
+        if self.read_only:
+            raise StorageError(f"{self.path} has Windows line ends (CRLF) or a BOM, as an editor saved it: "
+                               "run the daemon once without --dry-run to convert it")
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(self.path, "rb") as f, open(tmp, "wb") as out:
+            out.write(f.read(len(BOM)).removeprefix(BOM).replace(b"\r", b""))
+            for block in iter(lambda: f.read(1 << 20), b""):
+                out.write(block.replace(b"\r", b""))  # a digest is hex: no CR belongs to one
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, self.path)
+        self.meta_path.unlink(missing_ok=True)
+        log.warning("%s had Windows line ends or a BOM (saved by an editor?): rewritten with plain line "
+                    "ends, every digest kept", self.path.name)
 
     def _check_width(self) -> None:
         try:

@@ -1,5 +1,6 @@
 """Append-only files that survive a crash: one write and an fsync per append, a partial write taken
-back, and a torn tail (a kill -9 mid-write) cut at start, in one pass over the file.
+back, and a torn tail (a kill -9 mid-write) cut at start, in one pass over the file. A file an editor
+saved without its final line end gets one in the next append's write, so no record is glued to another.
 
 The one helper for every append-only file: the staging CSV, the webhook inbox, deliveries.txt,
 quarantine.jsonl (`append`, a file opened per append), the link files, harvest.log and the hash file
@@ -18,7 +19,7 @@ from .errors import StorageError
 
 log = logging.getLogger("parser")
 _TAIL_BLOCK = 64 * 1024
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT  # read too: the last byte is checked before an append
 
 
 def append(path: Path, data: bytes, *, header: bytes = b"", mode: int = 0o644) -> None:
@@ -65,8 +66,23 @@ class AppendFile:
             self._fd = None
 
 
+def end_last_line(path: Path) -> None:
+    """Give the last line of `path` its line end when an editor saved the file without one (logged);
+    nothing when it has one or the file is absent."""
+    if path.exists():
+        append(path, b"")
+
+
 def _append_whole(fd: int, path: Path, data: bytes, *, sync: bool) -> None:
     size = os.fstat(fd).st_size
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        # Saved by an editor without a final line end: the next record must not be glued onto the last
+        # one (one lost, the other holding its neighbour's first field); it goes in the same write.
+        log.info("%s ended without a line end (saved so by an editor?): added one, its last line is kept",
+                 path.name)
+        data = b"\n" + data
+    if not data:
+        return
     try:
         view = memoryview(data)
         while view:

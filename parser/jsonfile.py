@@ -7,11 +7,18 @@ import json
 import os
 from pathlib import Path
 
+from .errors import StorageError, cannot_write
+
 
 def write_whole(path: Path, data: dict, *, indent: int | None = None) -> None:
+    """Raises StorageError naming `path` (a full disk says so); the previous file stays whole."""
     tmp = path.with_name(path.name + ".tmp")  # not *.json: a reader looking for *.json never takes it
-    tmp.write_text(json.dumps(data, indent=indent), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=indent), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(cannot_write(path, exc)) from None
 
 
 def read_object(path: Path) -> dict | None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .settings import Source
-from .state import SourceState, load_states, pull_back, save_states, state_of
+from .state import SourceState, open_states, pull_back, save_states, state_of
 
 SAVE_EVERY = 1.0  # seconds: state.json at most this often while polls come in
 STATE_WRITE_RATE = 128 * 1024  # bytes a second, on average, that state.json may cost between flushes
@@ -56,7 +56,7 @@ class SourceSchedule:
     def load(self, sources: Iterable[Source], longest_delay: Callable[[Source], float], *, spread: bool) -> None:
         self.sources = {s.name: s for s in sources}
         if self.path is not None:
-            self.states = load_states(self.path)
+            self.states = open_states(self.path)
             pull_back(self.states, self.clock(), {s.name: longest_delay(s) for s in self.sources.values()})
         self._rebuild(spread=spread)
 

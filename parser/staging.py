@@ -35,6 +35,7 @@ class StagingFile:
         self.columns = tuple(columns)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired = repair_torn_tail(path)
+        durable.end_last_line(path)  # a last record an editor saved without its line end is kept
         existing = read_header(path)
         if existing is not None and existing != self.columns:
             # Written by a version with other columns: hand it to the flush as a batch of its own.
@@ -84,8 +85,9 @@ class StagingFile:
 
 def read_rows(path: Path) -> Iterator[dict]:
     """The records of a staging or batch file, as dicts keyed by its own header, with their true text
-    (the spreadsheet escape taken off; bytes that are not UTF-8 come back as lone surrogates)."""
-    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as f:
+    (the spreadsheet escape taken off; bytes that are not UTF-8 come back as lone surrogates). A BOM
+    (Notepad, Excel's "CSV UTF-8") is no part of the first column's name; empty lines are skipped."""
+    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as f:
         for row in csv.DictReader(f):
             yield {k: _true_text(v) for k, v in row.items()}
 
@@ -96,7 +98,7 @@ def count_rows(path: Path) -> int:
 
 def read_header(path: Path) -> tuple[str, ...] | None:
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
             header = next(csv.reader(f), None)
     except FileNotFoundError:
         return None
@@ -108,7 +110,9 @@ def repair_torn_tail(path: Path) -> int:
 
     A record counts as whole when it parses with the header's number of fields and its last line
     ends with a newline outside quotes (every field is quoted, so data newlines are always inside).
-    One pass over the file, whatever its size."""
+    A last record without its newline (an editor's save) is whole too when it cannot be a cut-short
+    one (see _whole_without_line_end); StagingFile then gives it its newline. Empty lines (an
+    editor's) are no records and are left alone. One pass over the file, whatever its size."""
     return durable.repair_tail(path, _whole_records_length)
 
 
@@ -123,6 +127,9 @@ def _whole_records_length(f: BinaryIO) -> int:
         offset += len(line)
         quotes += line.count(b'"')
         if quotes % 2 == 0 and line.endswith(b"\n"):
+            if header_end and not line.strip():  # an empty line: no record, so nothing torn
+                good = offset
+                continue
             header_end = header_end or offset
             last_start, good = good, offset
     if not good:
@@ -132,7 +139,27 @@ def _whole_records_length(f: BinaryIO) -> int:
     f.seek(last_start)
     if len(_parse_one(f.read(good - last_start))) != width:
         return last_start
+    if good < offset and quotes % 2 == 0 and _whole_without_line_end(f.read(), width):
+        return offset
     return good
+
+
+def _whole_without_line_end(tail: bytes, width: int) -> bool:
+    """Is `tail`, the file's last record without its newline, whole (an editor saved it so) or torn
+    (a crash mid-append)? The daemon quotes every field and writes a record in one write, so a tear
+    leaves an open quote, fewer fields, an unquoted empty last field (cut after its comma) or a last
+    field cut between two quotes: inside a doubled one (`"say ""hi"` of `say "hi"`), or after the
+    doubled quote that opens a value starting with one (`""` of `"hi"`, read as empty). So a record
+    is whole when it has the header's number of fields and its last field is quoted, not empty and
+    holds no quote, or is unquoted and not empty (only an editor writes that). A cut exactly before
+    the newline leaves the record whole: kept. A job whose last field is empty or holds a quote has
+    such a record cut, with a warning (the feeds' last column is `fetched`, never so)."""
+    fields = _parse_one(tail)
+    if len(fields) != width:
+        return False
+    if tail.endswith(b'"'):
+        return bool(fields[-1]) and '"' not in fields[-1]
+    return not tail.endswith(b",")
 
 
 def _parse_one(data: bytes) -> list[str]:

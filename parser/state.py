@@ -3,7 +3,9 @@ validators for conditional GET, failures in a row, when it may poll next, and wh
 reads back with `run_daemon.py status` (last poll, last success, last new entry, an hourly history).
 
 Saved atomically (write a temp file, rename). It is saved only after the records of a poll are
-staged, so a kill can lose an ETag (one unconditional fetch more) but never records.
+staged, so a kill can lose an ETag (one unconditional fetch more) but never records. An operator may
+edit it (while the daemon is stopped): a field of the wrong type is reset to its default and the rest
+used, and a file that is no object is moved aside, each with an errors.log line (open_states).
 
 Times are epoch seconds of the schedule clock (parser/clock.py). A wall clock set back between two
 runs would leave them far ahead; pull_back, at start, brings a due time that is further ahead than
@@ -13,11 +15,17 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from . import logs
+from .errors import StorageError, cannot_write
 
 log = logging.getLogger("parser")
 SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
@@ -41,6 +49,9 @@ class SourceState:
     moved_to: str = ""
     redirect_seen: str = ""    # the last poll's permanent redirect, not yet seen twice
     feed_url: str = ""         # found in the page's <link rel="alternate">; polled from then on
+    # The address polled without a feed_url has served a feed: an HTML page from it later is a
+    # maintenance page, never searched for feeds (one page must not move a feed for good).
+    was_feed: bool = False
     # For the operator (parser/status.py): ISO 8601 UTC times, None until it happened.
     last_poll: str | None = None
     last_success: str | None = None
@@ -54,6 +65,18 @@ class SourceState:
     def address(self) -> str:
         """Where the next poll goes."""
         return self.feed_url or self.moved_to or self.url
+
+    def may_discover(self) -> bool:
+        """Whether an HTML page from the next poll may be searched for the feed it links to: only when
+        the address has never served a feed (a discovered feed_url has, by being found)."""
+        return not (self.was_feed or self.feed_url)
+
+    def forget_discovery(self) -> None:
+        """An operator's `reset`: the configured address is asked again and may be searched anew. The
+        feed found on its page goes, with the validators that were that feed's."""
+        if self.feed_url:
+            self.feed_url, self.etag, self.last_modified = "", None, None
+        self.was_feed = False
 
     def count(self, now: float, **amounts: int) -> None:
         """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""
@@ -77,27 +100,115 @@ def iso(epoch: float) -> str:
 
 
 def load_states(path: Path) -> dict[str, SourceState]:
+    """The states saved in `path`, whatever a hand edit did to it (read_states), without a word: for
+    `status`, which only reads."""
+    return read_states(path)[0]
+
+
+def open_states(path: Path) -> dict[str, SourceState]:
+    """The daemon's read of state.json: read_states, with an errors.log line for each damaged source or
+    field (reset to its default, the rest used). A file that is not an object of sources at all (`[]`,
+    a syntax error) is moved aside to state.json.bad before the daemon's first save replaces it, so
+    nothing an operator wrote goes unsaid, and every source starts afresh."""
+    states, damage = read_states(path)
+    for name, what in damage:
+        if name is not None:
+            logs.error_line(name, states[name].url if name in states else "",
+                            f"state.json: {what} (edit state.json only while the daemon is stopped)")
+            continue
+        bad = path.with_name(path.name + ".bad")
+        os.replace(path, bad)
+        logs.error_line("state.json", str(path), f"{path} {what}: moved aside to {bad.name}, and every "
+                        "source starts afresh (validators, failures, history); to keep what it held, "
+                        "stop the daemon, mend the file and move it back")
+    return states
+
+
+def read_states(path: Path) -> tuple[dict[str, SourceState], list[tuple[str | None, str]]]:
+    """The states saved in `path` ({} when absent) and what a hand edit damaged: (source, what) for an
+    entry or field reset, (None, what) for a file that is no JSON object, read as empty."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return {}
-    except ValueError:
-        return {}  # a damaged state file costs one unconditional poll per source, nothing more
-    return {name: load_state(data) for name, data in raw.items() if isinstance(data, dict)}
+        return {}, []
+    except ValueError as exc:
+        return {}, [(None, f"is not valid JSON ({exc})")]
+    if not isinstance(raw, dict):
+        return {}, [(None, f"holds {_shown(raw)}, not an object of sources")]
+    states: dict[str, SourceState] = {}
+    damage: list[tuple[str | None, str]] = []
+    for name, data in raw.items():
+        if not isinstance(data, dict):
+            damage.append((name, f"its state is {_shown(data)}, not an object: the source starts afresh"))
+            continue
+        fixed: list[str] = []
+        states[name] = load_state(data, fixed=fixed)
+        damage += [(name, what) for what in fixed]
+    return states, damage
 
 
-def load_state(data: dict, url: str = "") -> SourceState:
+def load_state(data: dict, url: str = "", fixed: list[str] | None = None) -> SourceState:
     """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
-    state saved before its source had one."""
+    state saved before its source had one. A field of the wrong type (a hand edit: `null` for a
+    number) is reset to its default, and described in `fixed` when given."""
     fields = SourceState.__dataclass_fields__
-    state = SourceState(**{k: v for k, v in data.items() if k in fields})
+    kept = {}
+    for key, value in data.items():
+        if key not in fields:
+            continue
+        if _fits(value, key) and _inner_fits(key, value):
+            kept[key] = value
+        elif fixed is not None:
+            fixed.append(f"{key} is {_shown(value)}, not {_kind(key)}: reset to "
+                         f"{_shown(getattr(SourceState(), key))}, the rest of its state kept")
+    state = SourceState(**kept)
     state.url = state.url or url
-    # A hand-edited file must not stop the loop at the first count().
-    if not isinstance(state.hourly, list) or not all(isinstance(h, list) and len(h) == 3 for h in state.hourly):
-        state.hourly = []
-    if not isinstance(state.totals, dict):
-        state.totals = {}
+    if "was_feed" not in kept:  # saved without it (an older version, or a hand edit reset it): a success
+        # at its own address was a feed
+        state.was_feed = bool(state.last_success) and not state.feed_url
     return state
+
+
+def _types_of(hint: object) -> tuple[type, ...]:
+    """The JSON value types a SourceState field holds, from its annotation (`str | None`, `list[list]`)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(o) or o for o in options)
+
+
+_TYPES = {name: _types_of(hint) for name, hint in typing.get_type_hints(SourceState).items()}
+_KINDS = {float: "a number", int: "a whole number", str: "text", bool: "true or false", type(None): "null",
+          list: "a list", dict: "an object"}
+_KIND_OF = {"hourly": "a list of [hour, new, errors]", "totals": "an object of counts"}
+
+
+def _fits(value: object, key: str) -> bool:
+    """Does a value read from JSON fit field `key`? By exact type, so that JSON's true is no number;
+    a whole number is a number too, an infinite one is not."""
+    allowed, kind = _TYPES[key], type(value)
+    if float in allowed and kind in (int, float):
+        return math.isfinite(value)
+    return kind in allowed
+
+
+def _inner_fits(key: str, value: object) -> bool:
+    """The history and totals inside: what count() adds to must be numbers (a hand edit must not stop
+    the loop at its first count())."""
+    # type() is, not isinstance: a bool is no count; and a week of hours for 20,000 sources is 3 million
+    if key == "hourly":
+        return all(type(h) is list and len(h) == 3 and type(h[0]) is str and type(h[1]) is int
+                   and type(h[2]) is int for h in value)
+    if key == "totals":
+        return all(type(n) is int for n in value.values())
+    return True
+
+
+def _kind(key: str) -> str:
+    return _KIND_OF.get(key) or " or ".join(_KINDS.get(t, t.__name__) for t in _TYPES[key])
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def save_states(path: Path, states: dict[str, SourceState]) -> None:
@@ -105,8 +216,12 @@ def save_states(path: Path, states: dict[str, SourceState]) -> None:
     # One line per source: readable with grep or jq, and small with a week of hourly history each.
     lines = [f"{json.dumps(name)}: {json.dumps(vars(state), sort_keys=True)}"  # vars: asdict deep-copies
              for name, state in sorted(states.items())]
-    tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk: the previous file stays whole, and the operator reads why
+        tmp.unlink(missing_ok=True)
+        raise StorageError(cannot_write(path, exc)) from None
 
 
 def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping[str, float]) -> None:

@@ -15,7 +15,7 @@ from typing import TextIO
 from linkgen.linkfile import LinkFile
 
 from .control import daemon_pid
-from .errors import StorageError
+from .errors import StorageError, printable
 from .job_files import job_folder
 from .protocols import PROTOCOLS, protocol_of
 from .runinfo import daemon_status_path, load_run_info
@@ -181,7 +181,9 @@ def format_text(view: dict) -> str:
     lines.append("")
     lines.append("POLLED, OK, NEW: time since the last poll, last success, last new entry;")
     lines.append("24H: entries staged in the last 24 h; NEXT: time until the next poll")
-    return "\n".join(_cut(line, 80) for line in lines) + "\n"
+    # printable: an error kept in state.json by an older version (or typed in by hand) may hold a
+    # server's raw control characters
+    return "\n".join(_cut(printable(line), 80) for line in lines) + "\n"
 
 
 def _daemon_line(view: dict, now: float) -> str:

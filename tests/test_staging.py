@@ -35,7 +35,7 @@ def test_a_torn_last_record_is_cut_and_whole_ones_kept(tmp_path):
     staging = StagingFile(tmp_path / "staging.csv", COLUMNS)
     staging.append([{"hash": "h1", "title": "one", "summary": "multi\nline"}])
     whole = staging.path.read_bytes()
-    for torn in ['"h2","tw', '"h2","two","multi\n', '"h2","two"\n', '"h2","two","s"']:
+    for torn in ['"h2","tw', '"h2","two","multi\n', '"h2","two"\n', '"h2","two",']:
         staging.path.write_bytes(whole + torn.encode())
         assert repair_torn_tail(staging.path) == len(torn.encode())
         assert staging.path.read_bytes() == whole
