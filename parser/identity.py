@@ -6,7 +6,7 @@ always did (so hashes.txt and tables of earlier versions still match), when that
 entry alone. It does not when it is empty, when it is the feed's own address (home page or feed URL:
 a podcast giving every episode the show's page), or when another entry of the same source in this
 poll has the same canonical link and the source tells the two apart (another guid, or another link
-as written: a #fragment, or a parameter canonicalization drops such as PHP-Nuke's `sid=264`). Such an
+as written: a #fragment, or a parameter canonicalization drops such as a session id). Such an
 entry is keyed within its source: by its guid; else by its link as written; else by its title, date
 and text. Never by an empty string shared with other sources.
 
@@ -32,6 +32,15 @@ from .urls import canonical_url, is_junk_param
 log = logging.getLogger("parser")
 AUTO = "auto"
 CACHE_LINKS = 50_000  # canonical forms remembered: a steady poll sees the same links again and again
+# The version of the rules that make a record's key (this module and parser/urls.py): a change that
+# gives a record another key than before bumps it, and says here what it does to a hash file made by
+# the version before (parser/history.py records the version beside each hash file and tells it at start).
+RULES_VERSION = 2
+RULE_CHANGES = {
+    2: "links keep their ref, sid, referrer and spm parameters, which can name an entry (deal.php?ref=17, "
+       "PHP-Nuke's article&sid=123): an entry whose link carries one and is still in its feed is stored "
+       "once more, under its whole link",
+}
 
 
 @dataclass

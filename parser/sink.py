@@ -20,6 +20,7 @@ from db.store import Database
 
 from .dedup import Uniqueness, open_uniqueness
 from .errors import RecordRefusedError, StorageError
+from .history import History
 from .identity import Identity
 from .quarantine import set_aside
 from .record import safe_record
@@ -63,12 +64,17 @@ def print_records(records: list[dict], out: TextIO) -> None:
 
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str):
-        """`unique_fields`: "auto" or a list of fields (parser/identity.py)."""
+                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
+                 setting: str = "UNIQUE_FIELDS"):
+        """`unique_fields`: "auto" or a list of fields (parser/identity.py), `setting` its name in params.py."""
         self.table = table
         self.columns = ("hash", *columns)
         self.identity = Identity(unique_fields, algorithm, table=table)
         self.folder = staging_dir
+        # Before any file opens: hashes of another rule are refused, naming the setting's old value.
+        self.history = History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm,
+                               unique_fields=unique_fields, setting=setting)
+        self.history.check_rule()
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
 
@@ -105,6 +111,8 @@ class Sink:
             os.remove(batch)
             written += inserted
             already += len(rows) - inserted
+        if written or already:  # the mark of the database these hashes went into (parser/history.py)
+            self.history.flushed(db, self.table)
         return written, already
 
     def _insert(self, db: Database, rows: list[dict]) -> int:
@@ -139,9 +147,11 @@ class PrintSink:
 
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 out: TextIO):
+                 out: TextIO, setting: str = "UNIQUE_FIELDS"):
         self.table = table
         self.identity = Identity(unique_fields, algorithm, table=table)
+        History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm, unique_fields=unique_fields,
+                setting=setting, read_only=True).check_rule()  # what a real run would refuse, refused
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
@@ -175,6 +185,8 @@ __all__ = ["PrintSink", "Sink", "Staged", "StorageError"]
 def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
               staging_dir: Path, dry_run: bool, out: TextIO | None = None) -> Sink | PrintSink:
     """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place."""
+    setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
     kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
-                  csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash)
+                  csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
+                  setting=setting)
     return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(**kwargs)

@@ -11,12 +11,26 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
+# Dropped from a link's identity: only parameters that never name content. A parameter that can
+# name it stays, since dropping it merges two entries into one and the second is never stored, while
+# keeping a junk one costs at most a second row for an item two feeds link with different junk.
+# - Analytics, each named by its vendor, the value a campaign or click id: utm_* (Google Analytics),
+#   fbclid (Facebook), gclid/gclsrc/dclid (Google Ads, DoubleClick), yclid (Yandex), msclkid
+#   (Microsoft Ads), mc_cid/mc_eid (Mailchimp), igshid (Instagram), _hsenc/_hsmi (HubSpot),
+#   _openstat (Openstat), wt.mc_id (Webtrends), ref_src (Twitter's widgets).
+# - Session ids of web frameworks, which name a visitor's session, never a page: sessionid,
+#   session_id, jsessionid (Java servlets, also as the path parameter ;jsessionid=), phpsessid (PHP),
+#   aspsessionid* (classic ASP), cfid/cftoken (ColdFusion).
+# Kept although older versions dropped them (identity rules 2, parser/identity.py RULES_VERSION):
+# `ref` (`deal.php?ref=17`; a git branch in GitHub and GitLab links), `sid` (PHP-Nuke's story id,
+# `modules.php?name=News&file=article&sid=123`, though phpBB's session id too), `referrer` and `spm`
+# (Alibaba's tracking, but a plain word any site may use for its own content).
 _TRACKING = re.compile(
     r"^(utm_.*|fbclid|gclid|gclsrc|dclid|yclid|msclkid|mc_cid|mc_eid|igshid|_hsenc|_hsmi|"
-    r"ref|ref_src|referrer|_openstat|wt\.mc_id|spm)$", re.IGNORECASE)
-_SESSION = re.compile(r"^(sessionid|session_id|jsessionid|phpsessid|sid|aspsessionid.*|cfid|cftoken)$",
+    r"ref_src|_openstat|wt\.mc_id)$", re.IGNORECASE)
+_SESSION = re.compile(r"^(sessionid|session_id|jsessionid|phpsessid|aspsessionid.*|cfid|cftoken)$",
                       re.IGNORECASE)
-_PATH_SESSION = re.compile(r";(jsessionid|phpsessid|sessionid|sid)=[^/?#]*", re.IGNORECASE)
+_PATH_SESSION = re.compile(r";(jsessionid|phpsessid|sessionid)=[^/?#]*", re.IGNORECASE)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # A URL already in canonical form: lower-case ASCII host without a port, a path of characters
 # w3lib leaves as they are (no '%', no ';' parameters; dot segments are checked apart), at most one
@@ -35,7 +49,7 @@ def canonical_url(url: str, *, exact: bool = False) -> str:
 
     Tracking and session parameters and the fragment go, unless `exact`: then only the spelling is
     made canonical. Adapters store the exact form so that parser/identity.py can tell apart entries of
-    one feed that differ only by those (`page#a`, `article.php?sid=264`). Never raises: a feed's link
+    one feed that differ only by those (`page#a`, `page#b`; `story.jsp;jsessionid=1`). Never raises: a feed's link
     is data from a stranger.
     """
     url = (url or "").strip()
@@ -64,7 +78,10 @@ def _canonical(url: str, exact: bool) -> str:
         # The fragment goes to w3lib even when it is to be dropped: w3lib strips control characters
         # at the end of the whole string, so dropping it first would change what is left of the path.
         cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), parts.fragment))
-        return canonicalize_url(cleaned, keep_fragments=exact)
+        done = canonicalize_url(cleaned, keep_fragments=exact)
+        # A host w3lib cannot spell (it makes `http:////` of `http://\\#0`) is no address: the string
+        # comes back as written, like any other that is none, so its exact form has the same canonical one.
+        return done if urlsplit(done).hostname else url
     except (ValueError, UnicodeError):
         return url
 

@@ -68,7 +68,7 @@ def test_entries_told_apart_by_their_fragment_are_kept_with_it(server, project):
                      f"<guid>http://scriptingnews.userland.com/backissues/2002/09/29#When:{t}</guid></item>"
                      for t in ("6:56:02PM", "6:52:22PM"))
     server.route("/spec.xml", body=rss_with_home("http://scriptingnews.userland.com/", sample))
-    # PHP-Nuke numbers its stories with `sid`, which canonical links drop as a session id.
+    # PHP-Nuke numbers its stories with `sid`, which canonical links dropped as a session id until issue 18.
     nuke = [{"title": f"Story {n}", "link": f"http://nuke.example/modules.php?name=News&file=article&sid={n}"}
             for n in (265, 264)]
     server.route("/nuke.xml", body=rss(nuke))

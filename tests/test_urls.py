@@ -9,8 +9,13 @@ from parser.urls import canonical_url, redact_url
 
 @pytest.mark.parametrize("raw, canonical", [
     ("HTTP://Example.COM/a?utm_source=x&utm_medium=y&b=2&a=1#frag", "http://example.com/a?a=1&b=2"),
-    ("https://example.com:443/x?fbclid=1&gclid=2&yclid=3&ref=4&id=5", "https://example.com/x?id=5"),
-    ("http://example.com:80/x?sessionid=1&JSESSIONID=2&PHPSESSID=3&sid=4&page=2", "http://example.com/x?page=2"),
+    ("https://example.com:443/x?fbclid=1&gclid=2&yclid=3&ref_src=4&id=5", "https://example.com/x?id=5"),
+    ("http://example.com:80/x?sessionid=1&JSESSIONID=2&PHPSESSID=3&cfid=4&page=2", "http://example.com/x?page=2"),
+    # Parameters that can name the content stay (issue 18): a deal's ref, PHP-Nuke's story sid.
+    ("https://shop.example/deal.php?ref=17&utm_source=feed", "https://shop.example/deal.php?ref=17"),
+    ("http://nuke.example/modules.php?name=News&file=article&sid=123",
+     "http://nuke.example/modules.php?file=article&name=News&sid=123"),
+    ("http://example.com/x?referrer=a&spm=b", "http://example.com/x?referrer=a&spm=b"),
     ("http://example.com/a;jsessionid=ABC?x=1", "http://example.com/a?x=1"),
     ("http://example.com:8080/x", "http://example.com:8080/x"),
     ("http://user:pw@example.com/x", "http://example.com/x"),

@@ -1,0 +1,189 @@
+"""Identity that changes underneath a project (issue 18 cases 3, 8, 9): links that differ only by a
+parameter that names the entry (`ref`, PHP-Nuke's `sid`) stay apart; a changed UNIQUE_FIELDS or HASH
+is refused at start, naming the old and new value; a hash file brought to a database that does not
+hold what was flushed from it is refused at start, saying what to do. Nothing is stored twice or
+dropped without a word."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from db.store import Database
+from parser import logs
+from parser.errors import SettingsError
+from parser.record import RECORD_FIELDS
+from parser.sink import Sink, open_sink
+from tests.feeds import numbered_items, rss
+
+
+def one_item(link: str, title: str) -> bytes:
+    """A feed that shows one item at a time, as deal-of-the-day feeds and `max_items: 1` do."""
+    return rss([{"title": title, "link": link}])
+
+
+def sink(folder: Path, *, algorithm: str = "sha224", unique_fields="auto") -> Sink:
+    return Sink(table="items", columns=RECORD_FIELDS, unique_fields=unique_fields, staging_dir=folder,
+                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm=algorithm)
+
+
+def records(links: list[str], source: str = "s") -> list[dict]:
+    return [{"source": source, "link": link, "guid": link, "title": link} for link in links]
+
+
+def move_hashes_away(staging: Path, to: Path) -> None:
+    """What the messages tell an operator to do: staging/hashes.* moved away."""
+    to.mkdir()
+    for path in staging.glob("hashes.*"):
+        shutil.move(path, to / path.name)
+
+
+# -- case 3: a parameter that can name the entry is part of its identity ------------------------------
+
+def test_links_that_differ_only_by_ref_or_sid_are_different_entries(server, project):
+    server.route("/deals.xml", body=one_item("https://shop.example/deal.php?ref=17&utm_source=rss", "Deal 17"))
+    server.route("/nuke.xml", body=one_item("http://nuke.example/modules.php?name=News&file=article&sid=123",
+                                            "Story 123"))
+    # Two sources whose links share host and path, told apart by sid alone.
+    server.route("/other.xml", body=one_item("http://nuke.example/modules.php?name=News&file=article&sid=7",
+                                             "Story 7"))
+    project.write_params(SOURCES=[{"name": "deals", "url": server.url("/deals.xml")},
+                                  {"name": "nuke", "url": server.url("/nuke.xml"), "max_items": 1},
+                                  {"name": "other", "url": server.url("/other.xml")}])
+    project.run("--once", check=True)
+    server.route("/deals.xml", body=one_item("https://shop.example/deal.php?ref=18&utm_source=rss", "Deal 18"))
+    server.route("/nuke.xml", body=one_item("http://nuke.example/modules.php?name=News&file=article&sid=124",
+                                            "Story 124"))
+    project.run("--once", check=True)
+    stored = {r["title"]: r["link"] for r in project.rows()}
+    # Stored with the parameter that names them; the tracking parameter is still dropped.
+    assert stored == {
+        "Deal 17": "https://shop.example/deal.php?ref=17", "Deal 18": "https://shop.example/deal.php?ref=18",
+        "Story 123": "http://nuke.example/modules.php?file=article&name=News&sid=123",
+        "Story 124": "http://nuke.example/modules.php?file=article&name=News&sid=124",
+        "Story 7": "http://nuke.example/modules.php?file=article&name=News&sid=7"}
+    log = project.log()
+    assert log.count("deals  new 1  duplicates 0") == 2 and log.count("nuke  new 1  duplicates 0") == 2
+
+
+# -- case 9: hashes taken by another identity rule ----------------------------------------------------
+
+def test_a_changed_unique_fields_is_refused_at_start_naming_old_and_new_value(server, project, tmp_path):
+    server.route("/feed.xml", body=rss([{**item, "guid": f"g-{i}"} for i, item in enumerate(numbered_items(1, 10))]))
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")}])
+    project.run("--once", check=True)
+    assert len(project.rows()) == 10
+
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")}], UNIQUE_FIELDS=["guid"])
+    refused = project.run("--once")
+    assert refused.returncode == 2, refused.stderr
+    critical = project.log("critical.log")
+    assert "UNIQUE_FIELDS was 'auto' and is now ['guid']" in critical
+    assert "Set UNIQUE_FIELDS back to 'auto'" in critical and f"move {project.staging}/hashes.* away" in critical
+    assert "Traceback" not in critical and "UNIQUE_FIELDS was 'auto'" in refused.stderr
+    assert len(project.rows()) == 10  # nothing stored twice
+
+    # The documented way out: a new history under the new rule (each entry then stored once more).
+    move_hashes_away(project.staging, tmp_path / "old-hashes")
+    project.run("--once", check=True)
+    assert len(project.rows()) == 20
+    project.run("--once", check=True)
+    assert len(project.rows()) == 20 and "feed  new 0  duplicates 10" in project.log()
+
+
+def test_a_changed_hash_of_the_same_width_is_refused(tmp_path):
+    # sha256 and sha3_256 both give 64 hex digits: the hash file's width cannot tell them apart.
+    first = sink(tmp_path, algorithm="sha256")
+    first.stage(records(["http://example.com/a"]))
+    first.close()
+    with pytest.raises(SettingsError, match=r"HASH was 'sha256' and is now 'sha3_256'.*Set HASH back to 'sha256'"):
+        sink(tmp_path, algorithm="sha3_256")
+    again = sink(tmp_path, algorithm="sha256")  # set back: the history goes on
+    assert again.stage(records(["http://example.com/a"])).duplicates == 1
+    again.close()
+
+
+def test_a_jobs_changed_unique_fields_is_refused_naming_the_job(tmp_path):
+    settings = SimpleNamespace(dedup="hashfile", hash="sha224")
+    kwargs = dict(table="books", columns=["url", "fetched", "title"], staging_dir=tmp_path, dry_run=False)
+    first = open_sink(settings, unique_fields=("url",), **kwargs)
+    first.stage([{"url": "http://shop.example/book/1", "title": "One"}])
+    first.close()
+    with pytest.raises(SettingsError, match=r"unique_fields of job 'books' \(LINK_JOBS\) was \['url'\] and is "
+                                            r"now \['url', 'title'\]"):
+        open_sink(settings, unique_fields=("url", "title"), **kwargs)
+
+
+def test_a_project_from_before_the_rule_was_recorded_adopts_it_and_is_told_what_changed(tmp_path):
+    first = sink(tmp_path)
+    first.stage(records(["http://example.com/a"]))
+    first.close()
+    (tmp_path / "hashes.json").unlink(missing_ok=True)  # as a version before it left the folder
+    logs.setup(tmp_path / "logs", console=False)
+    try:
+        again = sink(tmp_path)
+        again.close()
+    finally:
+        logs.setup(None, console=False)
+    errors = (tmp_path / "logs" / "errors.log").read_text()
+    assert "identity rules 2 taken over from 1 (said once; nothing to do): links keep their ref, sid, referrer " \
+           "and spm parameters" in errors
+    assert "its identity rule recorded in hashes.json (HASH sha224, UNIQUE_FIELDS 'auto')" in \
+        (tmp_path / "logs" / "parser.log").read_text()
+    assert '"unique_fields": "auto"' in (tmp_path / "hashes.json").read_text()
+
+
+# -- case 8: a hash file brought to a database that lacks what was flushed from it -------------------
+
+@pytest.mark.parametrize("first", ["sqlite", "postgresql"])
+def test_a_project_pointed_at_a_database_without_its_rows_is_refused_saying_what_to_do(server, project, tmp_path,
+                                                                                       request, first):
+    server.route("/feed.xml", body=rss(numbered_items(1, 10)))
+    sources = [{"name": "feed", "url": server.url("/feed.xml")}]
+    stored_in = request.getfixturevalue("pg_url") if first == "postgresql" else "sqlite:///db/items.db"
+    project.write_params(SOURCES=sources, DB_URL=stored_in)
+    project.run("--once", check=True)
+
+    project.write_params(SOURCES=sources, DB_URL="sqlite:///db/copy.db")  # a copy of the project, a new database
+    refused = project.run("--once")
+    assert refused.returncode == 2, refused.stderr
+    critical = project.log("critical.log")
+    assert "says its records were flushed into table items of" in critical
+    assert "does not hold them" in critical and "the 10 entries it holds would count as stored" in critical
+    assert f"move {project.staging}/hashes.* away" in critical and "set it back" in critical
+    assert "feed  new 0  duplicates 10" not in project.log()  # nothing dropped as a duplicate
+
+    project.write_params(SOURCES=sources, DB_URL=stored_in)  # pointed back: it goes on
+    project.run("--once", check=True)
+    assert "feed  new 0  duplicates 10" in project.log()
+
+    project.write_params(SOURCES=sources, DB_URL="sqlite:///db/copy.db")
+    move_hashes_away(project.staging, tmp_path / "old-hashes")  # the other way out: everything stored again
+    project.run("--once", check=True)
+    project.db_path = project.folder / "db" / "copy.db"
+    assert len(project.rows()) == 10
+
+
+def test_a_database_restored_from_a_backup_older_than_the_last_flush_is_noticed(tmp_path):
+    folder, db_file = tmp_path / "staging", tmp_path / "items.db"
+    db = Database(f"sqlite:///{db_file}")
+    first = sink(folder)
+    first.stage(records(["http://example.com/1", "http://example.com/2"]))
+    first.flush(db)
+    db.close()
+    shutil.copy(db_file, tmp_path / "backup.db")
+    db = Database(f"sqlite:///{db_file}")
+    first.stage(records([f"http://example.com/{n}" for n in range(3, 30)]))
+    first.flush(db)
+    first.close()
+    db.close()
+    shutil.copy(tmp_path / "backup.db", db_file)  # restored: the rows of the second flush are gone
+
+    db = Database(f"sqlite:///{db_file}")
+    restarted = sink(folder)
+    with pytest.raises(SettingsError, match="does not hold them"):
+        restarted.history.check_database(db, "items")
+    restarted.close()
+    db.close()
