@@ -39,7 +39,8 @@ from .ratelimit import RateLimits
 from .record import RECORD_FIELDS, now_iso
 from .runinfo import Health, RunInfo, daemon_status_path
 from .scheduler import Scheduler, Work
-from .settings import Settings, Source, load_settings
+from .settings import Settings, Source
+from .settings_read import SettingsRead
 from .sink import PrintSink, Sink, Staged, open_sink
 from .source_schedule import SourceSchedule
 from .state import SourceState, iso
@@ -146,11 +147,13 @@ class Daemon:
         self.fetcher: Fetcher | None = None
         self.scheduler: Scheduler | None = None
         self.reload_requested = threading.Event()  # SIGHUP; acted on by the main thread between absorbs
+        self.reading: SettingsRead | None = None  # a SIGHUP's read of params.py, going on in its thread
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests (parser/control.py),
         # and the status page (parser/statuspage.py), which reads files and `self.health` only.
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
         self.health = Health(tick=time.monotonic(), flush_ok=True, reason="starting")
+        self.flush_failing_since: str | None = None  # ISO time of the first of the failed flushes in a row
         self.control: ControlBox | None = None
         self.awaiting: dict[str, list[Request]] = {}  # source name -> requests answered after its poll
         self.status_page = None
@@ -207,7 +210,7 @@ class Daemon:
         self.sink = open_sink(s, table="items", columns=RECORD_FIELDS, unique_fields=s.unique_fields,
                               staging_dir=s.staging_dir, dry_run=dry_run, out=self.out)
         if not dry_run:
-            self.db = Database(s.db_url)
+            self.db = Database(s.db_url, timeout=s.db_timeout)
             self.inbox = Inbox(s.staging_dir)  # drained at every flush: even a killed run's deliveries
             if s.shared and self.listened:  # delivery ids are the group's (parser/shared_push.py)
                 from .shared_push import SharedInbox
@@ -222,6 +225,8 @@ class Daemon:
             self.jobs.open()
         if dry_run:
             return
+        for sink in [self.sink, *(self.jobs.sinks() if self.jobs else ())]:
+            sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
         if not self.options.once:
             self.control = ControlBox(s.staging_dir)
             if s.status_listen:
@@ -271,7 +276,7 @@ class Daemon:
             self._save_state()
             if time.monotonic() - self.tally_since >= SUMMARY_EVERY:
                 self._summary()
-            if self.reload_requested.is_set():
+            if self.reload_requested.is_set() or self.reading is not None:
                 self.reload()
         self._keep_finished()
         flush_ok = self.flush("stop")
@@ -360,8 +365,11 @@ class Daemon:
                 continue
             state = self._state(source)
             if request.verb == "reset":
-                log.info("%s  reset by the operator: %d failures cleared, polled now", source.name, state.failures)
+                log.info("%s  reset by the operator: %d failures cleared, polled now%s", source.name, state.failures,
+                         f"; the feed found on its page ({redact_url(state.feed_url)}) forgotten, its url asked"
+                         " again" if state.feed_url else "")
                 state.failures, state.dead, state.not_before = 0, False, 0.0
+                state.forget_discovery()
             elif state.not_before > now:
                 self.control.answer(request, ok=False, done=True, message=f"{source.name} is held until "
                                     f"{iso(state.not_before)} at the server's request (Retry-After); "
@@ -408,16 +416,25 @@ class Daemon:
         """From the SIGHUP handler: only a flag, the main thread reloads."""
         self.reload_requested.set()
 
-    def reload(self) -> bool:
-        """Read the params file again. A good file applies at once (sources added, removed or changed,
-        intervals, FLUSH_INTERVAL, DEAD_AFTER); a bad one is refused and the running settings stay.
-        What the open database, staging, fetcher and listener were built from needs a restart."""
-        self.reload_requested.clear()
+    def reload(self) -> bool | None:
+        """Read the params file again, off the main thread (parser/settings_read.py): this call starts
+        the read, or looks at the one going on, and never waits; None while it goes on. A good file
+        applies at once (sources added, removed or changed, intervals, FLUSH_INTERVAL, DEAD_AFTER); a
+        bad one, or one still reading after READ_LIMIT, is refused and the running settings stay.
+        What the open database, staging, fetcher and listener were built from needs a restart.
+        A SIGHUP during a read is kept for the next one, which then reads the file as it is by then."""
         old = self.settings
+        if self.reading is None:
+            self.reload_requested.clear()
+            self.reading = SettingsRead(old.params_path)
         try:
-            new = load_settings(old.params_path)
+            new = self.reading.result()
+            if new is None:
+                return None
+            self.reading = None
             sources = select_sources(new, self.options.sources)
         except (SettingsError, ValueError) as exc:
+            self.reading = None
             logs.error_line("params", str(old.params_path), f"SIGHUP: refused, the running settings stay: {exc}")
             log.info("params: SIGHUP: %s refused, the running settings stay", old.params_path,
                      extra=logs.ALSO_IN_ERRORS)
@@ -464,7 +481,8 @@ class Daemon:
         state = self._state(source)
         polled = self._polled(source, state)
         self.scheduler.add(Work(url=polled.url,
-                                run=partial(self._poll, polled, state.etag, state.last_modified),
+                                run=partial(self._poll, polled, state.etag, state.last_modified,
+                                            state.may_discover()),
                                 absorb=partial(self._absorbed, source),
                                 failed=partial(self._poll_crashed, source)))
 
@@ -509,7 +527,8 @@ class Daemon:
             return replace(source, url=address, headers=MappingProxyType({}), auth=None)
         return replace(source, url=address)
 
-    def _poll(self, source: Source, etag: str | None, last_modified: str | None) -> PollOutcome:
+    def _poll(self, source: Source, etag: str | None, last_modified: str | None,
+              discover: bool = True) -> PollOutcome:
         """Worker thread: fetch and parse one source. Touches no shared state. Its seconds are its own:
         the wait for a slot on a host busy with other fetches is not counted."""
         started = time.monotonic()
@@ -518,7 +537,7 @@ class Daemon:
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/poll.py).
             outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.wall))
+                                                              fetched=now_iso(self.wall), discover=discover)
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
             outcome.abandoned = self.stop.is_set() and exc.retry_after is None
@@ -547,6 +566,8 @@ class Daemon:
         self.run_info.add(polls=1, fetch_bytes=len(result.body))
         state.count(now, polls=1, bytes=len(result.body))
         self._follow_address(source, state, result, outcome.parsed)
+        if not state.feed_url:  # its own address answered (a feed, or a 304 to a feed's validators)
+            state.was_feed = True
         if result.not_modified:
             self.sink.say(f"{source.name}: not modified")
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
@@ -575,11 +596,25 @@ class Daemon:
                 state.last_new = iso(now)
             # Validators are kept only now that the records they cover are staged.
             state.etag, state.last_modified = result.etag, result.last_modified
+            if result.future_last_modified:
+                self._future_last_modified(source, result)
         if state.failures >= self.settings.dead_after:
             log.info("%s  back after %d failures", source.name, state.failures)
         state.failures, state.dead = 0, False
         state.next_due, state.delay = now + source.interval, source.interval
         self._answer_awaiting(source, state, ok=True)
+
+    def _future_last_modified(self, source: Source, result: FetchResult) -> None:
+        """fetch.py dropped the answer's Last-Modified: said once per source and run, as the server
+        will not mend it by the next poll."""
+        if (source.name, "future Last-Modified") in self.noted:
+            return
+        self.noted.add((source.name, "future Last-Modified"))
+        logs.error_line(source.name, result.url, f"Last-Modified {result.future_last_modified} is in the future "
+                        "(later than the server's own Date, or ours without one): not kept nor sent back as "
+                        "If-Modified-Since, which a server comparing dates would answer 304 until that day; polls "
+                        "go on without it. The server's clock or its files' dates are wrong: tell the site's "
+                        "owner if it lasts (said once per run)")
 
     def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
                         parsed: Parsed | None) -> None:
@@ -665,8 +700,12 @@ class Daemon:
         seconds = time.monotonic() - started
         self.run_info.flushed(at=iso(self.wall()), why=why, ok=ok, rows=written, already=already,
                               seconds=seconds, error=error)
-        self.health = Health(tick=time.monotonic(), flush_ok=ok,
-                             reason="ok" if ok else f"the last flush failed: {error}")
+        if ok:
+            self.flush_failing_since = None
+        elif self.flush_failing_since is None:
+            self.flush_failing_since = iso(self.wall())
+        self.health = Health(tick=time.monotonic(), flush_ok=ok, reason="ok" if ok else
+                             f"the last flush failed (failing since {self.flush_failing_since}): {error}")
         self._save_state(force=True)  # every flush writes the states it waited to write
         return ok
 

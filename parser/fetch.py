@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from http import HTTPStatus
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
+from .clock import wall
 from .errors import FetchError
 from .urls import redact_url
 
@@ -41,6 +43,10 @@ REDIRECTS = (301, 302, 303, 307, 308)
 PERMANENT_FAILURES = (404, 410)
 # Request headers that carry credentials: never sent on to another origin by a redirect.
 CREDENTIAL_HEADERS = ("authorization", "proxy-authorization", "cookie")
+# Seconds a Last-Modified may be ahead of the response's Date (one server's clock, but perhaps two of
+# its machines) or of ours. Beyond that it is a date in the future: sent back as If-Modified-Since,
+# a server that compares dates would answer 304 until that day.
+CLOCK_SKEW = 60.0
 
 
 class RequestGate(Protocol):
@@ -62,6 +68,9 @@ class FetchResult:
     etag: str | None = None
     last_modified: str | None = None
     moved_to: str | None = None   # set when a 301/308 was followed: the new permanent address
+    # The server's Last-Modified when it was later than its own Date (or our clock): not kept in
+    # last_modified, so it is never sent back; the daemon says so.
+    future_last_modified: str | None = None
 
     @property
     def not_modified(self) -> bool:
@@ -270,6 +279,7 @@ class Fetcher:
         self.max_redirects = max_redirects
         self.limiter = HostLimiter(per_host)
         self.stop = stop or threading.Event()
+        self.wall = wall  # judges a Last-Modified when the server sends no Date
         self.session = requests.Session()
         self.session.headers.update({
             "User-Agent": user_agent,
@@ -305,7 +315,8 @@ class Fetcher:
             request_headers["Accept"] = accept
         if etag:
             request_headers["If-None-Match"] = etag
-        if last_modified:
+        if last_modified and not _later(last_modified, self.wall()):
+            # A future date saved before it was judged here (an older version) is not sent either.
             request_headers["If-Modified-Since"] = last_modified
         deadline = time.monotonic() + self.deadline
         cutoff = _fetching.cutoff = _Cutoff(self.deadline)
@@ -423,8 +434,12 @@ class Fetcher:
         if cutoff.fired:  # the cut connection looked like the end of a body without Content-Length
             raise FetchError(f"took longer than the {_seconds(self.deadline)} deadline "
                              f"(server sends too slowly; {human_size(len(body))} received)")
+        last_modified = headers.get("last-modified")
+        future = last_modified if last_modified and _later(last_modified, _http_date(headers.get("date"))
+                                                           or self.wall()) else None
         return FetchResult(url=url, status=status, body=body, headers=headers, moved_to=moved_to,
-                           etag=headers.get("etag"), last_modified=headers.get("last-modified"))
+                           etag=headers.get("etag"), last_modified=None if future else last_modified,
+                           future_last_modified=future)
 
     def _read_body(self, raw: urllib3.HTTPResponse, deadline: float) -> bytes:
         """Read the decompressed body in single socket reads, so the deadline and cap are checked often."""
@@ -529,11 +544,23 @@ def _retry_after(value: str | None) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    when = _http_date(value)
+    return None if when is None else max(0.0, when - time.time())
+
+
+def _http_date(value: str | None) -> float | None:
+    """Epoch seconds of an HTTP date (a date without a zone is UTC); None when absent or unreadable."""
     try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        when = email.utils.parsedate_to_datetime(value or "")
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _later(http_date: str, now: float) -> bool:
+    """Whether `http_date` is more than CLOCK_SKEW seconds after `now` (an unreadable date is not)."""
+    when = _http_date(http_date)
+    return when is not None and when > now + CLOCK_SKEW
 
 
 def _root_cause(exc: BaseException) -> str:

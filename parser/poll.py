@@ -33,8 +33,10 @@ class Poller:
         self.full_text = full_text
 
     def poll(self, source: Any, *, etag: str | None, last_modified: str | None,
-             fetched: str) -> tuple[FetchResult, Parsed | None]:
-        """(first answer, records or None when it was a 304). Raises FetchError / ParseError."""
+             fetched: str, discover: bool = True) -> tuple[FetchResult, Parsed | None]:
+        """(first answer, records or None when it was a 304). Raises FetchError / ParseError.
+        `discover` False: an HTML page is an error, its feed links are not followed (the address has
+        served a feed before: the page is a maintenance page, not the site's)."""
         if protocol_of(source).json_pages:
             result, parsed = self._json_api(source, etag, last_modified, fetched)
         else:
@@ -43,14 +45,15 @@ class Poller:
                                       last_modified=last_modified)
             parsed = None
             if not result.not_modified:
-                result, parsed = self._parse_or_discover(source, result, fetched)
+                result, parsed = self._parse_or_discover(source, result, fetched, discover)
                 # max_items limits what a poll takes; pushed records are never cut
                 parsed.records = newest(parsed.records, source.max_items)
         if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
             self.full_text.enrich(source, parsed)
         return result, parsed
 
-    def _parse_or_discover(self, source: Any, result: FetchResult, fetched: str) -> tuple[FetchResult, Parsed]:
+    def _parse_or_discover(self, source: Any, result: FetchResult, fetched: str,
+                           discover: bool) -> tuple[FetchResult, Parsed]:
         """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
         the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
         try:
@@ -64,6 +67,10 @@ class Poller:
             if not links:
                 raise ParseError(f"{exc}; the page links to no feed (no <link rel=\"alternate\"> of type "
                                  "RSS, Atom or JSON Feed)") from None
+            if not discover:
+                raise ParseError("answered an HTML page, not a feed; not following its feed links because this "
+                                 "address has served a feed before (a maintenance page?); asked again at the next "
+                                 "poll. If the feed has moved for good, update its url in params.py") from None
         feed_url = links[0]
         named = f"the page links to the feed{'s' if len(links) > 1 else ''} {', '.join(map(redact_url, links))}"
         self._wait_for_rate(source, first=True)

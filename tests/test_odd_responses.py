@@ -1,0 +1,185 @@
+"""One odd answer from a server must not change the daemon for good nor reach the operator raw: a
+maintenance page does not move a feed to the comments feed it links to, a Last-Modified in the future
+is not sent back (a server comparing dates would answer 304 until that day), and a control character
+in a header reaches no log and no terminal unescaped. Through the real daemon, on loopback."""
+from __future__ import annotations
+
+import json
+import time
+from email.utils import formatdate
+
+import pytest
+
+from parser import logs
+from parser.fetch import Fetcher
+from tests.feeds import numbered_items, rss
+from tests.process import stop, wait_for
+from tests.server import reply
+
+MAINTENANCE = b"""<!doctype html><html><head><title>Back soon</title>
+<link rel="alternate" type="application/rss+xml" title="Comments" href="/comments.xml">
+</head><body><p>Down for maintenance</p></body></html>"""
+NOT_FOLLOWED = ("answered an HTML page, not a feed; not following its feed links because this address has "
+                "served a feed before")
+FUTURE = "Tue, 01 Jan 2030 00:00:00 GMT"
+
+
+def states(project) -> dict:
+    return json.loads((project.staging / "state.json").read_text(encoding="utf-8"))
+
+
+def links(project) -> list[str]:
+    return sorted(r["link"] for r in project.rows())
+
+
+def test_a_maintenance_page_from_a_feed_is_an_error_and_the_feed_is_asked_again(server, project):
+    server.route("/feed.xml", body=rss(numbered_items(1, 2, host="blog.example")))
+    server.route("/comments.xml", body=rss(numbered_items(1, 5, host="comments.example")))
+    project.write_params(SOURCES=[{"name": "blog", "url": server.url("/feed.xml")}])
+    project.run("--once", check=True)
+
+    server.route("/feed.xml", body=MAINTENANCE, content_type="text/html; charset=utf-8")
+    project.run("--once", check=True)
+    assert server.hits.get("/comments.xml", 0) == 0
+    assert NOT_FOLLOWED in project.log("errors.log")
+    assert states(project)["blog"]["feed_url"] == ""
+
+    server.route("/feed.xml", body=rss(numbered_items(1, 3, host="blog.example")))  # the blink is over
+    project.run("--once", check=True)
+    assert server.hits["/feed.xml"] == 3 and server.hits.get("/comments.xml", 0) == 0
+    assert links(project) == [f"http://blog.example/item/{n}" for n in (1, 2, 3)]
+    assert "polled from now on" not in project.log()
+    assert states(project)["blog"]["was_feed"] is True
+
+
+def test_a_state_saved_before_the_upgrade_counts_its_feed_as_served(server, project):
+    """state.json from a version without `was_feed`: a source that has polled its feed is not moved either."""
+    server.route("/feed.xml", body=rss(numbered_items(1, 2, host="blog.example")))
+    server.route("/comments.xml", body=rss(numbered_items(1, 5, host="comments.example")))
+    project.write_params(SOURCES=[{"name": "blog", "url": server.url("/feed.xml")}])
+    project.run("--once", check=True)
+    saved = states(project)
+    saved["blog"].pop("was_feed", None)
+    (project.staging / "state.json").write_text(json.dumps(saved), encoding="utf-8")
+
+    server.route("/feed.xml", body=MAINTENANCE, content_type="text/html")
+    project.run("--once", check=True)
+    assert server.hits.get("/comments.xml", 0) == 0
+    assert NOT_FOLLOWED in project.log("errors.log")
+    assert links(project) == [f"http://blog.example/item/{n}" for n in (1, 2)]
+
+
+def test_reset_forgets_a_feed_found_on_the_page_and_asks_the_configured_address(server, project):
+    """The upgrade case: an older version followed a maintenance page and saved the comments feed as
+    `feed_url`; `reset` makes the daemon ask the configured address again."""
+    server.route("/feed.xml", body=rss(numbered_items(1, 2, host="blog.example")))
+    server.route("/comments.xml", body=rss(numbered_items(1, 5, host="comments.example")))
+    project.write_params(SOURCES=[{"name": "blog", "url": server.url("/feed.xml"), "interval": 3600}])
+    project.staging.mkdir(parents=True)
+    old = {"url": server.url("/feed.xml"), "feed_url": server.url("/comments.xml"), "etag": '"c1"',
+           "last_success": "2026-01-01T00:00:00Z", "next_due": time.time() + 3000, "delay": 3600}
+    (project.staging / "state.json").write_text(json.dumps({"blog": old}), encoding="utf-8")
+    proc = project.start()
+    try:
+        wait_for(lambda: (project.staging / "daemon.json").exists()
+                 and json.loads((project.staging / "daemon.json").read_text())["pid"] == proc.pid, "daemon.json")
+        assert server.hits.get("/comments.xml", 0) == 0  # not due: only the reset polls
+        done = project.run("reset", "blog", "--wait", "60", timeout=90)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "reset blog: new 2"
+        assert server.hits["/feed.xml"] == 1 and server.hits.get("/comments.xml", 0) == 0
+        assert (f"blog  reset by the operator: 0 failures cleared, polled now; the feed found on its page "
+                f"({server.url('/comments.xml')}) forgotten, its url asked again") in project.log()
+        # the comments feed's ETag went with it: the configured address was asked unconditionally
+        assert all(h.get("If-None-Match") is None for p, h in server.requests if p == "/feed.xml")
+    finally:
+        assert stop(proc) == 0
+    state = states(project)["blog"]
+    assert state["feed_url"] == "" and state["was_feed"] is True
+    assert links(project) == [f"http://blog.example/item/{n}" for n in (1, 2)]
+
+
+def dated_feed(server, path: str, items: list[dict]):
+    """A feed whose Last-Modified is in 2030 and that answers 304 to any If-Modified-Since (as a server
+    comparing dates would: nothing is later than 2030)."""
+    def answer(h):
+        if h.headers.get("If-Modified-Since"):
+            return reply(h, 304, b"", {"Last-Modified": FUTURE})
+        reply(h, 200, rss(items), {"Content-Type": "application/rss+xml", "Last-Modified": FUTURE})
+    server.route(path, handler=answer)
+
+
+def test_a_last_modified_in_the_future_is_not_kept_nor_sent(server, project):
+    dated_feed(server, "/dated.xml", numbered_items(1, 1))
+    project.write_params(SOURCES=[{"name": "dated", "url": server.url("/dated.xml")}])
+    project.run("--once", check=True)
+    dated_feed(server, "/dated.xml", numbered_items(1, 2))  # new content on the second poll
+    project.run("--once", check=True)
+    assert links(project) == ["http://example.com/item/1", "http://example.com/item/2"]
+    assert states(project)["dated"]["last_modified"] is None
+    assert all("If-Modified-Since" not in h for _, h in server.requests)
+    errors = project.log("errors.log")
+    assert errors.count(f"Last-Modified {FUTURE} is in the future (later than the server's own Date") == 2  # once a run
+
+    # A state written by an older version holds the future date: it is not sent either.
+    saved = states(project)
+    saved["dated"]["last_modified"] = FUTURE
+    (project.staging / "state.json").write_text(json.dumps(saved), encoding="utf-8")
+    dated_feed(server, "/dated.xml", numbered_items(1, 3))
+    project.run("--once", check=True)
+    assert all("If-Modified-Since" not in h for _, h in server.requests)
+    assert len(project.rows()) == 3
+
+
+def test_a_last_modified_is_judged_by_the_servers_date_with_a_minute_of_skew(server):
+    """In-process: the Date the server sent decides, not our clock; up to 60 s past it is taken as true."""
+    fetcher = Fetcher(user_agent="test", timeout=5, deadline=5, max_bytes=1 << 20, max_redirects=3, per_host=2)
+    fetcher.wall = lambda: 0.0  # our clock in 1970: were it asked, every date would be in the future
+    now = time.time()  # the loopback server's Date
+    modified = {"/past.xml": formatdate(now - 3600, usegmt=True), "/skewed.xml": formatdate(now + 30, usegmt=True),
+                "/ahead.xml": formatdate(now + 600, usegmt=True)}
+    for path, when in modified.items():
+        server.route(path, body=rss(numbered_items(1, 1)), headers={"Last-Modified": when})
+    try:
+        got = {path: fetcher.get(server.url(path)) for path in modified}
+    finally:
+        fetcher.close()
+    assert got["/past.xml"].last_modified == modified["/past.xml"]
+    assert got["/skewed.xml"].last_modified == modified["/skewed.xml"]
+    assert got["/ahead.xml"].last_modified is None
+    assert got["/ahead.xml"].future_last_modified == modified["/ahead.xml"]
+
+
+def test_a_control_character_a_server_sends_reaches_no_log_and_no_terminal_raw(server, project):
+    server.route("/esc.xml", body=b"<html><body>down</body></html>", content_type="text/html\x1b[2J\x1b[31m")
+    server.route("/away.xml", status=301, headers={"Location": "gopher://example.com/\x1b]0;owned\x07"})
+    project.write_params(SOURCES=[{"name": "esc", "url": server.url("/esc.xml")},
+                                  {"name": "away", "url": server.url("/away.xml")}])
+    done = project.run("--once")
+    assert done.returncode == 0, done.stderr
+    errors = project.log("errors.log")
+    assert "not a feed: text/html\\x1b[2j\\x1b[31m" in errors  # shown, escaped
+    assert "gopher://example.com/\\x1b]0;owned\\x07" in errors
+    status = project.run("status", timeout=30)
+    assert "esc: not a feed: text/html\\x1b[2j" in status.stdout
+    for where, text in (("errors.log", errors), ("parser.log", project.log()), ("stderr", done.stderr),
+                        ("status", status.stdout), ("state.json", (project.staging / "state.json").read_text())):
+        assert "\x1b" not in text and "\x07" not in text, where
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_every_log_line_escapes_control_characters_whatever_wrote_it(tmp_path, log_format):
+    """The formatter is the last door: a warning or address quoting a server (not an exception's
+    message) is escaped too, C1 controls (U+009B, a CSI) included."""
+    logs.setup(tmp_path, console=False, log_format=log_format)
+    try:
+        logs.error_line("src", "http://example.com/", "feed is malformed (title \x1b[31mred\x9b2J)")
+        logs.log.info("src  moved to http://example.com/\x1b]0;title\x07")
+    finally:
+        logs.setup(None, console=False)
+    for name in ("errors.log", "parser.log"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert not any(c in text for c in "\x1b\x9b\x07"), (name, text)
+    line = (tmp_path / "errors.log").read_text(encoding="utf-8").strip()
+    shown = json.loads(line)["description"] if log_format == "json" else line
+    assert shown.endswith("feed is malformed (title \\x1b[31mred\\x9b2J)")
