@@ -101,6 +101,9 @@ CREATE TABLE IF NOT EXISTS parser_hosts (
     next_at    timestamptz NOT NULL DEFAULT now(),
     held_until timestamptz
 );
+-- A source's Retry-After holds its host's crawl (the jobs' requests), not the host's other sources:
+-- parser/host_slots.py. Added after the table: ADD COLUMN IF NOT EXISTS for a group made before.
+ALTER TABLE parser_hosts ADD COLUMN IF NOT EXISTS crawl_held_until timestamptz;
 
 -- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs. A
 -- killed daemon's slot comes free with its connection (pid), a lost machine's when `until` passes.

@@ -132,21 +132,26 @@ class JobTables:
     # -- per-host politeness for the whole group --------------------------------------------------
     def reserve_host(self, host: str, delay: float) -> float | None:
         """Book the host's next free moment, `delay` after the one before; return the seconds to wait
-        for it, or None (nothing booked) while the host is held."""
+        for it, or None (nothing booked) while the host is held (for every request, or for the crawl)."""
         rows = self.execute("""
             INSERT INTO parser_hosts AS h (host, next_at) VALUES (%(host)s, now() + make_interval(secs => %(d)s))
             ON CONFLICT (host) DO UPDATE SET next_at = GREATEST(h.next_at, now()) + make_interval(secs => %(d)s)
-                WHERE h.held_until IS NULL OR h.held_until <= now()
+                WHERE (h.held_until IS NULL OR h.held_until <= now())
+                  AND (h.crawl_held_until IS NULL OR h.crawl_held_until <= now())
             RETURNING EXTRACT(EPOCH FROM next_at - now()) - %(d)s""", {"host": host, "d": float(delay)})
         return max(0.0, float(rows[0][0])) if rows else None
 
-    def hold_host(self, host: str, seconds: float) -> None:
-        self.execute("""
-            INSERT INTO parser_hosts AS h (host, held_until) VALUES (%(host)s, now() + make_interval(secs => %(s)s))
-            ON CONFLICT (host) DO UPDATE SET held_until = GREATEST(h.held_until, excluded.held_until)""",
+    def hold_host(self, host: str, seconds: float, *, crawl_only: bool = False) -> None:
+        """No request to the host for `seconds`; with crawl_only, no request of the jobs (a source's
+        Retry-After: parser/host_slots.py)."""
+        column = "crawl_held_until" if crawl_only else "held_until"
+        self.execute(f"""
+            INSERT INTO parser_hosts AS h (host, {column}) VALUES (%(host)s, now() + make_interval(secs => %(s)s))
+            ON CONFLICT (host) DO UPDATE SET {column} = GREATEST(h.{column}, excluded.{column})""",
             {"host": host, "s": float(seconds)})
 
-    def host_holds(self) -> dict[str, float]:
-        """host -> seconds it is still held, for every host held now."""
+    def host_holds(self, *, crawl_only: bool = False) -> dict[str, float]:
+        """host -> seconds it is still held, for every host held now (crawl_only: the crawl's holds)."""
+        column = "crawl_held_until" if crawl_only else "held_until"
         return {h: float(s) for h, s in self.execute(
-            "SELECT host, EXTRACT(EPOCH FROM held_until - now()) FROM parser_hosts WHERE held_until > now()")}
+            f"SELECT host, EXTRACT(EPOCH FROM {column} - now()) FROM parser_hosts WHERE {column} > now()")}

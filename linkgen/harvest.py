@@ -26,13 +26,13 @@ from urllib.parse import urlsplit
 
 from parser.durable import AppendFile
 from parser.errors import FetchError, ParseError
-from parser.extract import page_links, parse_html
 from parser.fetch import Fetcher
+from parser.pages import page_links, parse_html
 from parser.urls import canonical_url
 
 from .frontier import HostFrontier
 from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines
-from .politeness import HostHeldError, HostPacer, Robots, polite_get
+from .politeness import HostHeldError, HostSlots, Robots, polite_get
 from .spec import HarvestSpec
 
 # Links to these are files, not pages: never worth expanding (Scrapy's LinkExtractor skips the same).
@@ -59,7 +59,7 @@ class PageResult:
     retry_after: float | None = None   # refused with 429/503 and Retry-After: the host is now held
 
 
-def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pacer: HostPacer, robots: Robots,
+def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pacer: HostSlots, robots: Robots,
                delay: float) -> PageResult:
     """Worker thread: fetch one page and sort its links into objects and pages to expand."""
     result = PageResult(url=url, depth=depth)

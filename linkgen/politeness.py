@@ -1,10 +1,10 @@
-"""Being a good guest: robots.txt (parsed by protego), a pause between requests to one host, and
-the wait a server asks for with 429 or 503 and Retry-After.
+"""Being a good guest: robots.txt (parsed by protego) and its Crawl-delay, and a page fetched only
+when its host's slots (parser/host_slots.py: the job's delay, a Retry-After hold) allow it.
 
-All are shared by the worker threads of a run, so they lock; none writes a file. A held host gets
-no request at all (robots.txt included) until its hold ends: the pacer is the fetcher's gate, asked
-inside the host's connection slot, and it hears of a refusal before that slot goes to the next
-request, so a request queued behind the refused one is not sent either.
+Shared by the worker threads of a run, so it locks; nothing here writes a file. A held host gets
+no request at all (robots.txt included) until its hold ends: the fetcher asks its HostSlots inside
+the host's connection slot, and tells them of a refusal before that slot goes to the next request,
+so a request queued behind the refused one is not sent either, whoever asked it (a feed poll too).
 """
 from __future__ import annotations
 
@@ -17,18 +17,15 @@ from protego import Protego
 
 from parser.errors import FetchError
 from parser.fetch import Fetcher, FetchResult
+from parser.host_slots import HostHeldError, HostSlots, host_key
+
+__all__ = ["HTML_ACCEPT", "HostHeldError", "HostSlots", "Robots", "host_key", "polite_get"]
 
 ROBOTS_MAX_BYTES = 500 * 1024  # what Google reads of a robots.txt; the rest is ignored
 MAX_CRAWL_DELAY = 60.0         # a Crawl-delay above this is read as this: a day per page is no crawl
 ROBOTS_TTL = 24 * 3600.0
 ROBOTS_RETRY = 600.0           # seconds before an unreadable robots.txt is asked again
-MAX_HOLD = 24 * 3600.0         # a Retry-After longer than a day is read as a day, as for the feeds
 HTML_ACCEPT = "text/html, application/xhtml+xml;q=0.9, */*;q=0.5"
-
-
-def host_key(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or ''}"
 
 
 class Robots:
@@ -39,7 +36,7 @@ class Robots:
     """
 
     def __init__(self, fetcher: Fetcher, user_agent: str, *, clock: Callable[[], float] = time.time,
-                 gate: HostPacer | None = None):
+                 gate: HostSlots | None = None):
         self.fetcher = fetcher
         self.user_agent = user_agent
         self.clock = clock
@@ -56,13 +53,13 @@ class Robots:
             known = self._hosts.get(key)
             if known is not None and known[1] > self.clock():
                 return known[0], known[2]
-            rules, problem, ttl = self._fetch(key)
+            rules, problem, ttl = self._fetch(url)
             self._hosts[key] = (rules, self.clock() + ttl, problem)
             return rules, problem
 
-    def _fetch(self, key: str) -> tuple[Protego | None, str, float]:
-        parts = urlsplit(key)
-        robots_url = f"{parts.scheme}://{parts.netloc.rstrip(':')}/robots.txt"
+    def _fetch(self, url: str) -> tuple[Protego | None, str, float]:
+        parts = urlsplit(url)
+        robots_url = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/robots.txt"
         try:
             result: FetchResult = self.fetcher.get(robots_url, accept="text/plain, */*;q=0.5", gate=self.gate)
         except FetchError as exc:
@@ -95,101 +92,7 @@ class Robots:
         return min(float(delay), MAX_CRAWL_DELAY)
 
 
-class HostHeldError(FetchError):
-    """A request not sent: its host asked (429/503 with Retry-After) for no requests until later."""
-
-    def __init__(self, host: str, seconds: float):
-        super().__init__(f"not sent: {host} asked for no requests for {seconds:.0f} s more (Retry-After)",
-                         retry_after=seconds)
-        self.host = host
-        self.seconds = seconds
-
-
-class HostPacer:
-    """Spaces requests to one host by at least `delay` seconds, across all worker threads, and holds
-    a host that asked for a pause (Retry-After) until that pause is over.
-
-    A worker reserves the next free moment for its host and sleeps until then, so N workers
-    asking at once are served one `delay` apart rather than all together. A held host is not slept
-    through: the worker is told at once (HostHeldError), so the caller can keep the link for later and
-    the thread is free for other hosts.
-    """
-
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic, stop: threading.Event | None = None):
-        self.clock = clock
-        self.stop = stop or threading.Event()
-        self._lock = threading.Lock()
-        self._next: dict[str, float] = {}
-        self._held: dict[str, float] = {}   # host key -> clock time before which nothing is sent
-
-    def close(self) -> None:
-        """Nothing to release here (a shared pacer closes its database connections)."""
-
-    def reserve(self, url: str, delay: float) -> float:
-        """Book a moment for a request to `url`'s host; return the seconds to wait for it.
-        Raises HostHeldError (nothing booked) while the host is held."""
-        key = host_key(url)
-        with self._lock:
-            now = self.clock()
-            self._raise_if_held(key, now)
-            if delay <= 0:
-                return 0.0
-            at = max(now, self._next.get(key, 0.0))
-            self._next[key] = at + delay
-            return at - now
-
-    def wait(self, url: str, delay: float) -> None:
-        """Sleep until this request's turn; raise HostHeldError when the host is held, FetchError when the
-        daemon stops meanwhile."""
-        pause = self.reserve(url, delay)
-        if pause > 0 and self.stop.wait(pause):
-            raise FetchError("abandoned: the daemon is stopping")
-
-    # -- holds (Retry-After) ------------------------------------------------------------------
-    def hold(self, url: str, seconds: float) -> float:
-        """No request to `url`'s host for `seconds` (at most MAX_HOLD); return the seconds it is held."""
-        return self.hold_key(host_key(url), seconds)
-
-    def hold_key(self, key: str, seconds: float) -> float:
-        """hold() for a host key (host_key of a URL), as the shared group stores them."""
-        with self._lock:
-            now = self.clock()
-            until = now + min(max(seconds, 0.0), MAX_HOLD)
-            if until > self._held.get(key, 0.0):
-                self._held[key] = until
-            return self._held[key] - now
-
-    def held_for(self, url: str) -> float:
-        """Seconds until `url`'s host may be asked again (0: now)."""
-        return self.key_held_for(host_key(url))
-
-    def key_held_for(self, key: str) -> float:
-        with self._lock:
-            return max(0.0, self._held.get(key, 0.0) - self.clock())
-
-    def holds(self) -> dict[str, float]:
-        """The hosts held now, with the seconds left."""
-        with self._lock:
-            now = self.clock()
-            return {key: until - now for key, until in self._held.items() if until > now}
-
-    def _raise_if_held(self, key: str, now: float) -> None:
-        until = self._held.get(key, 0.0)
-        if until > now:
-            raise HostHeldError(key, until - now)
-
-    # -- the fetcher's gate (parser.fetch.RequestGate) ----------------------------------------
-    def before_request(self, url: str) -> None:
-        """Inside the host's connection slot, just before sending: a hold set meanwhile counts."""
-        with self._lock:
-            self._raise_if_held(host_key(url), self.clock())
-
-    def refused(self, url: str, retry_after: float) -> None:
-        """The host answered 429/503 with Retry-After: hold it, before its slot is freed."""
-        self.hold(url, retry_after)
-
-
-def polite_get(url: str, *, fetcher: Fetcher, pacer: HostPacer, delay: float,
+def polite_get(url: str, *, fetcher: Fetcher, pacer: HostSlots, delay: float,
                robots: Robots | None = None, may_follow: Callable[[str], bool] | None = None) -> FetchResult:
     """Fetch a page after robots.txt allows it and the host's pause has passed. Raises FetchError:
     HostHeldError when the host is held (nothing was sent), with retry_after set when this request

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import __version__, logs
 from .errors import HistoryMismatchError, LockHeldError, SettingsError, StorageError
+from .protocols import opml_sources
 
 EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
 DEFAULT_PARAMS = "params.py"  # in the current folder: the project is where the operator stands
@@ -102,7 +103,7 @@ COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
 
 
 def _settings_or_exit(args: argparse.Namespace):
-    from .settings_read import read_settings
+    from .settings_read import read_settings  # imported on first use: a command loads what it runs
     try:
         return read_settings(args.params)  # within a time limit, as the daemon reads it
     except SettingsError as exc:
@@ -111,7 +112,7 @@ def _settings_or_exit(args: argparse.Namespace):
 
 
 def status(args: argparse.Namespace) -> int:
-    from .status import print_status
+    from .status import print_status  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
@@ -119,7 +120,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def control_command(args: argparse.Namespace) -> int:
-    from . import control
+    from . import control  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
@@ -127,11 +128,11 @@ def control_command(args: argparse.Namespace) -> int:
 
 
 def export_opml(args: argparse.Namespace) -> int:
-    from .opml import write_opml
+    from .opml import write_opml  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
-    feeds = [s for s in settings.sources if s.protocol == "feed"]
+    feeds = opml_sources(settings.sources)
     text = write_opml(feeds, title=f"parser-daemon sources ({settings.params_path.name})")
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -142,9 +143,9 @@ def export_opml(args: argparse.Namespace) -> int:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
-    from .daemon import Daemon, RunOptions
-    from .memory import cap_malloc_arenas
-    from .settings_read import read_settings
+    from .daemon import Daemon, RunOptions  # imported on first use: a command loads what it runs
+    from .memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
+    from .settings_read import read_settings  # imported on first use: a command loads what it runs
     cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/memory.py)
     try:
         settings = read_settings(args.params)  # within a time limit: a params.py that blocks is exit 2

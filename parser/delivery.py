@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from . import logs
 from .adapters import Parsed, looks_like_json, parse_body
@@ -15,6 +14,7 @@ from .errors import ParseError, StorageError
 from .inbox import Inbox
 from .listener import MAX_JSON_DEPTH, RefusalLog, Reply, json_too_deep
 from .record import now_iso
+from .source_view import SourceView
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Taken:
     refusal: Reply | None = None
 
 
-def take(source: Any, body: bytes, *, content_type: str, url: str, key: str | None, inbox: Inbox,
+def take(source: SourceView, body: bytes, *, content_type: str, url: str, key: str | None, inbox: Inbox,
          refusals: RefusalLog, what: str, peer: str, base: str | None = None,
          clock: Callable[[], float] = time.time) -> Taken:
     """Parse `body` as `source`'s protocol reads it and keep the records under delivery `key`.

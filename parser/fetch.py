@@ -3,7 +3,7 @@
 Only this module talks to the network. It turns every outcome into either a FetchResult or one
 FetchError whose message a person understands. Limits are enforced where the bytes come in: a
 timeout per read, a total deadline per fetch, a cap on the body after decompression, a cap on
-redirects, and at most PER_HOST connections to one host at a time.
+redirects; and every request asks its host's slots (parser/host_slots.py: PER_HOST, holds).
 
 The deadline is enforced by cutting the connection, not only by checking the clock between reads:
 a read timeout starts again with every byte, so a server that sends its status line or headers one
@@ -34,6 +34,8 @@ from requests.adapters import HTTPAdapter
 
 from .clock import wall
 from .errors import FetchError
+from .host_slots import HostSlots, fetching
+from .host_slots import slot_wait as slot_wait  # the daemon times its polls with it
 from .urls import redact_url
 
 CHUNK = 64 * 1024
@@ -50,8 +52,8 @@ CLOCK_SKEW = 60.0
 
 
 class RequestGate(Protocol):
-    """Optional per request (the two-pass jobs' HostPacer): asked inside the host's connection slot just
-    before each request is sent, may raise FetchError to send nothing; told of a 429/503 with
+    """Asked inside the host's connection slot just before each request is sent (the fetcher's own
+    HostSlots always; another when a caller gives one), may raise FetchError to send nothing; told of a 429/503 with
     Retry-After before that slot goes to the next request, so a request queued behind a refused one
     is never sent before the pause the server asked for."""
 
@@ -89,83 +91,8 @@ def _seconds(x: float) -> str:
     return f"{x:g} s"
 
 
-def host_slot_key(url: str) -> str:
-    """The host a fetch counts against for PER_HOST: host:port (the scheme stands for a default port)."""
-    parts = urlsplit(url)
-    return f"{(parts.hostname or '').lower()}:{parts.port or parts.scheme}"
-
-
-def slot_wait() -> float:
-    """Seconds this worker thread has waited for host slots since its last call (a poll's logged time
-    is its own fetch and parse, not the wait for another fetch to the same host to end)."""
-    waited = getattr(_fetching, "slot_wait", 0.0)
-    _fetching.slot_wait = 0.0
-    return waited
-
-
 class HostBusyError(FetchError):
     """No PER_HOST slot of the host came free in time: with SHARED, other daemons hold them all."""
-
-
-def fetch_cut() -> bool:
-    """Whether this worker thread's fetch has passed its deadline (a wait for a slot ends there)."""
-    cutoff = getattr(_fetching, "cutoff", None)
-    return cutoff is not None and cutoff.fired
-
-
-class _Slot:
-    """One fetch's hold on its host: this machine's semaphore, and whatever take()/give_back() add
-    (with SHARED, a slot of the group's: parser/shared_hosts.py)."""
-
-    def __init__(self, semaphore: threading.BoundedSemaphore, host: str):
-        self.semaphore = semaphore
-        self.host = host
-
-    def __enter__(self) -> None:
-        started = time.monotonic()
-        self.semaphore.acquire()
-        try:
-            self.take()
-        except BaseException:
-            self.semaphore.release()
-            raise
-        finally:
-            _fetching.slot_wait = getattr(_fetching, "slot_wait", 0.0) + time.monotonic() - started
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.give_back()
-        finally:
-            self.semaphore.release()
-
-    def take(self) -> None:
-        """Called holding the local semaphore, before the request; may raise FetchError."""
-
-    def give_back(self) -> None:
-        """Called after the request, before the local semaphore is released."""
-
-
-class HostLimiter:
-    """At most `per_host` fetches to one host:port at a time, whatever the pool size."""
-
-    def __init__(self, per_host: int):
-        self.per_host = per_host
-        self._lock = threading.Lock()
-        self._semaphores: dict[str, threading.BoundedSemaphore] = {}
-
-    def slot(self, url: str) -> _Slot:
-        key = host_slot_key(url)
-        with self._lock:
-            sem = self._semaphores.get(key)
-            if sem is None:
-                sem = self._semaphores[key] = threading.BoundedSemaphore(self.per_host)
-        return self.make_slot(sem, key)
-
-    def make_slot(self, semaphore: threading.BoundedSemaphore, host: str) -> _Slot:
-        return _Slot(semaphore, host)
-
-    def close(self) -> None:
-        """Nothing to close here (the group's limiter has its connections)."""
 
 
 class _Cutoff:
@@ -244,7 +171,7 @@ def _shutdown(sock: socket.socket | None) -> None:
         pass  # already closed
 
 
-_fetching = threading.local()  # the _Cutoff of the fetch this worker thread is doing
+_fetching = fetching  # the _Cutoff of the fetch this worker thread is doing (parser/host_slots.py)
 
 
 class _WatchedConnection(urllib3.connection.HTTPConnection):
@@ -277,7 +204,7 @@ class Fetcher:
         self.deadline = deadline
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
-        self.limiter = HostLimiter(per_host)
+        self.slots = HostSlots(per_host, stop=stop)  # every request asks it: PER_HOST, pacing, holds
         self.stop = stop or threading.Event()
         self.wall = wall  # judges a Last-Modified when the server sends no Date
         self.session = requests.Session()
@@ -296,7 +223,7 @@ class Fetcher:
 
     def close(self) -> None:
         self.session.close()
-        self.limiter.close()
+        self.slots.close()
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
             last_modified: str | None = None, accept: str | None = None,
@@ -334,14 +261,18 @@ class Fetcher:
     def _follow(self, url: str, request_headers: dict[str, str], own_headers: set[str], deadline: float,
                 cutoff: _Cutoff, may_follow: Callable[[str], bool] | None = None,
                 gate: RequestGate | None = None) -> FetchResult:
-        """GET `url`, following redirects by hand so every hop is checked and counted."""
+        """GET `url`, following redirects by hand so every hop is checked and counted. Every hop asks the
+        host's slots (a held host gets nothing) and tells them of a Retry-After: as a source's request,
+        or as a paced one when a `gate` is given (a job's: parser/host_slots.py says the difference)."""
+        gates: list[RequestGate] = ([self.slots.sources] if gate is None else [gate] if gate is self.slots
+                                    else [self.slots, gate])
         seen = {url}
         current = url
         only_permanent_hops = True  # the source has moved only if every hop said so
         for _hop in range(self.max_redirects + 1):
-            with self.limiter.slot(current):
-                if gate is not None:
-                    gate.before_request(current)
+            with self.slots.slot(current):
+                for asked in gates:
+                    asked.before_request(current)
                 response = self._open(current, request_headers)
                 try:
                     if response.status_code in REDIRECTS and "location" in response.headers:
@@ -366,8 +297,9 @@ class Fetcher:
                     moved_to = current if current != url and only_permanent_hops else None
                     return self._finish(response, current, deadline, moved_to, cutoff)
                 except FetchError as exc:
-                    if gate is not None and exc.retry_after is not None:
-                        gate.refused(current, exc.retry_after)  # still inside the slot: see RequestGate
+                    if exc.retry_after is not None:
+                        for asked in gates:  # still inside the slot: see RequestGate
+                            asked.refused(current, exc.retry_after)
                     raise
                 finally:
                     response.close()
@@ -386,7 +318,7 @@ class Fetcher:
         deadline = time.monotonic() + self.deadline
         cutoff = _fetching.cutoff = _Cutoff(self.deadline)
         try:
-            with self.limiter.slot(url):
+            with self.slots.slot(url):
                 response = self._open(url, {}, method="POST", data=dict(form))
                 try:
                     if response.status_code in REDIRECTS:

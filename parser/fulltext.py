@@ -18,6 +18,7 @@ from typing import Any
 from .adapters import Parsed
 from .errors import FetchError
 from .sanitize import safe_html
+from .source_view import SourceView
 
 log = logging.getLogger("parser")
 SHORT_SUMMARY = 220
@@ -31,7 +32,7 @@ class FullText:
         self.fetcher = fetcher
         self.memory = _TriedLinks(memory_path)
 
-    def enrich(self, source: Any, parsed: Parsed) -> None:
+    def enrich(self, source: SourceView, parsed: Parsed) -> None:
         """Fill `content` of the short records in place; problems become parsed.warnings."""
         for record in parsed.records:
             link = record.get("link") or ""

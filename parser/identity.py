@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from .record import record_hash
+from .record import AnyRecord, record_hash
 from .urls import canonical_url, is_junk_param
 
 log = logging.getLogger("parser")
@@ -45,7 +45,7 @@ RULE_CHANGES = {
 
 @dataclass
 class Identified:
-    records: list[dict]  # the records as they are stored (the link canonical unless that merges entries)
+    records: list[AnyRecord]  # the records as they are stored (the link canonical unless that merges entries)
     keys: list[str]      # one hex digest per record
 
 
@@ -69,7 +69,7 @@ class Identity:
         self._told_fallback: set[str] = set()
         self._canonical: dict[str, str] = {}
 
-    def identify(self, records: list[dict], feed_links: Iterable[str] = ()) -> Identified:
+    def identify(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Identified:
         """Keys for one poll (or one delivery) of records; `feed_links` are the feed's own addresses
         (home page, feed URL), which name the feed and never one entry."""
         own = {self._plain(u) for u in feed_links if u}
@@ -107,7 +107,7 @@ class Identity:
         self._tell_collapse(entries, keys)
         return Identified(records=stored, keys=keys)
 
-    def _within_source(self, record: dict, e: _Entry, own: set[str]) -> str:
+    def _within_source(self, record: AnyRecord, e: _Entry, own: set[str]) -> str:
         """A key only this source can produce: its guid, else its link (fragment kept), else its content."""
         if e.guid and self._plain(e.guid) not in own:
             parts = ("guid", e.source, e.guid)
@@ -139,7 +139,7 @@ class Identity:
                          count, len(distinct), count - len(distinct))
 
 
-    def _entry(self, record: dict) -> _Entry:
+    def _entry(self, record: AnyRecord) -> _Entry:
         # Adapters store the link exactly as written, already spelled canonically (urls.canonical_url).
         link = str(record.get("link") or "")
         guid = str(record.get("guid") or "")

@@ -1,32 +1,28 @@
 """What the passes of the two-pass jobs share (parser/pass1.py, parser/pass2.py): the worker loop, the
 fetcher, robots.txt and the hosts' pauses (Retry-After), the run's mode, and how a job says what
 happened (parser.log and errors.log, and the job's sink: comment lines among --dry-run's printed
-records); and JobRun, what this process is doing with one job now. Main thread only.
+records). What this process is doing with one job now, JobRun, is parser/job_run.py. Main thread only.
 """
 from __future__ import annotations
 
 import logging
 import math
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from linkgen.frontier import HostFrontier
 from linkgen.linkfile import MAX_ATTEMPTS
-from linkgen.politeness import HostPacer, Robots, host_key
+from linkgen.politeness import Robots
 
 from . import logs
 from .fetch import Fetcher
+from .host_slots import HostSlots, host_key
 from .job_files import JobFiles
+from .job_run import JobRun
 from .scheduler import Scheduler
 from .settings import Settings
 from .urls import redact_url
-
-if TYPE_CHECKING:
-    from .pass2 import ObjectOutcome
 
 log = logging.getLogger("parser")
 
@@ -41,39 +37,6 @@ def url_of(item: tuple[int, str]) -> str:
 
 def utc(epoch: float) -> str:
     return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(eq=False)
-class JobRun:
-    """What this process does with one job now (main thread): pass 1's progress in this run, and
-    pass 2 between the link file and the scheduler."""
-    frontier: HostFrontier                     # links pulled from the file, a held host's apart
-    name: str
-    links: Iterator[tuple[int, str]] | None = None  # the link file's pending links, read as needed
-    mine: set[int] = field(default_factory=set)     # lines pulled and not marked: queued, running or parked
-    ready: list[ObjectOutcome] = field(default_factory=list)  # finished objects, staged at the next turn
-    tally: Counter = field(default_factory=Counter)
-    empty: Counter = field(default_factory=Counter)
-    started: float = 0.0                       # time.monotonic() of the first fetch since the last summary
-    said_at: float = 0.0
-    handed: int = 0                            # objects handed out (counted against max_objects)
-    seen_links: int = -1                       # len(link file) when its pending links were last asked for
-    asked_at: float = 0.0
-    drained: bool = False                      # the last look found no link to send now
-    tried_since_extend: int = 0                # an open template range goes on after links were tried
-    pass1_ran: bool = False                    # --once: pass 1 ran (or was given up) in this run
-    harvest_at: float = 0.0                    # time.monotonic() the harvest started or resumed here
-    wait_until: float = 0.0                    # --once: waiting for a hold until then (time.monotonic())
-    given_up: bool = False                     # --once: the rest waits for a held host: next run
-
-    @property
-    def pages(self) -> tuple[str, str]:
-        return (self.name, "page")
-
-    @property
-    def objects(self) -> tuple[str, str]:
-        return (self.name, "object")
-
 
 
 class JobContext:
@@ -94,11 +57,9 @@ class JobContext:
         self.max_objects = max_objects
         self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
         self.shared = shared  # SHARED = True: the group's links and hosts (parser/shared_jobs.py)
-        if self.shared:
-            from .shared_jobs import SharedHostPacer
-            self.pacer: HostPacer = SharedHostPacer(settings.db_url, stop=stop)
-        else:
-            self.pacer = HostPacer(stop=stop)
+        # The fetcher's own host slots (the group's with SHARED): a hold a feed poll received holds
+        # the jobs' requests to that host too, and the reverse.
+        self.pacer: HostSlots = fetcher.slots
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
         # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/logs.py).
         self.progress = logs.progress_line(progress)

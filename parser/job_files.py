@@ -15,9 +15,9 @@ from typing import TextIO
 
 from linkgen.harvest import Harvest
 from linkgen.linkfile import LinkFile, Mark
-from linkgen.politeness import MAX_HOLD
 
 from .extract import blank_values, compile_selector
+from .host_slots import MAX_HOLD
 from .job_settings import LinkJob
 from .jsonfile import read_object, write_whole
 from .settings import Settings

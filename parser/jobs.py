@@ -11,8 +11,9 @@ time (a turn of the daemon's loop), staging records before marking their links d
 parser/pass1.py and parser/pass2.py, what they share parser/job_context.py; this module opens the
 jobs and gives them their turn.
 
-A host that answers 429 or 503 with Retry-After is held (linkgen.politeness.HostPacer): nothing is
-sent to it before that time, by any job, and the hold is kept in the job's state.json for a restart.
+A host that answers 429 or 503 with Retry-After is held (parser/host_slots.py, HostSlots): nothing is
+sent to it before that time, by any job or feed poll, and the hold is kept in the job's state.json for
+a restart.
 The refused link or page spends one attempt and is asked again when the hold ends; links and pages
 that were only kept back spend none. --once waits for holds up to ONCE_WAIT_MAX seconds per job,
 then leaves the rest for the next run; forever mode moves on and comes back when the hold ends.
@@ -30,8 +31,9 @@ from typing import TextIO
 from linkgen.frontier import HostFrontier
 
 from .fetch import Fetcher
-from .job_context import DRY_RUN_LINKS, JobContext, JobRun, url_of, utc
+from .job_context import DRY_RUN_LINKS, JobContext, url_of, utc
 from .job_files import JobFiles, job_folder
+from .job_run import JobRun
 from .job_settings import LinkJob
 from .pass1 import Pass1
 from .pass2 import Pass2
@@ -47,10 +49,14 @@ __all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder"]
 class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
-                 progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None):
+                 progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None,
+                 job_files: type[JobFiles] = JobFiles):
         """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/job_files.py),
-        at most DRY_RUN_LINKS objects a job; the passes themselves do not know."""
+        at most DRY_RUN_LINKS objects a job; the passes themselves do not know. job_files: the class a
+        job's files open with; with SHARED the group's (parser/shared_jobs.py, a floor above this one:
+        chosen by the daemon, passed in)."""
         self.settings = settings
+        self.open_files = job_files
         self.jobs = jobs
         self.dry_run, self.out = dry_run, out
         self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
@@ -68,7 +74,7 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = ctx.clock()
         for job in self.jobs:
-            files = self._job_files()(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
+            files = self.open_files(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
             recovered = files.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
@@ -81,12 +87,6 @@ class JobRunner:
             self.job_files.append(files)
             self.runs[job.name] = JobRun(HostFrontier(ctx.pacer.key_held_for, url_of=url_of), job.name)
 
-    def _job_files(self) -> type[JobFiles]:
-        if self.ctx.shared:
-            from .shared_jobs import SharedJobFiles
-            return SharedJobFiles
-        return JobFiles
-
     def close(self) -> None:
         for files in self.job_files:
             files.close()
@@ -96,24 +96,27 @@ class JobRunner:
         """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
         return [files.sink for files in self.job_files]
 
-    # -- the daemon's turn --------------------------------------------------------------------
+    # -- the daemon's turn (parser/technique.py) ----------------------------------------------
     def offer(self) -> None:
-        """Main thread, at every turn of the daemon's loop: stage the objects fetched since the last
-        turn, start pass 1 when it is due, and hand pages and links to the scheduler."""
+        """Main thread, at every turn of the daemon's loop: start pass 1 when it is due, and hand pages
+        and links to the scheduler."""
         for files in self.job_files:
             if self.ctx.stop.is_set():
                 return
             run = self.runs[files.job.name]
-            self.pass2.stage(files, run)
             self.pass1.step(files, run)
             if not self.ctx.links_only:
                 self.pass2.offer(files, run)
                 self.pass2.when_idle(files, run)
 
-    def keep_finished(self) -> None:
-        """Stopping: what was fetched is staged all the same."""
+    def stage(self) -> None:
+        """Main thread, after the scheduler's absorb: the objects fetched this turn, staged and marked."""
         for files in self.job_files:
             self.pass2.stage(files, self.runs[files.job.name])
+
+    def keep_finished(self) -> None:
+        """Stopping: what was fetched is staged all the same."""
+        self.stage()
         self.ctx.end_progress()
 
     def finished(self) -> bool:

@@ -13,8 +13,9 @@ from linkgen.harvest import PageResult, fetch_page
 from linkgen.linkfile import Link, Mark
 from linkgen.templates import expand, expand_urls
 
-from .job_context import JobContext, JobRun
+from .job_context import JobContext
 from .job_files import JobFiles
+from .job_run import JobRun
 from .scheduler import Work
 
 log = logging.getLogger("parser")

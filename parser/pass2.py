@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from functools import partial
 
 from linkgen.harvest import in_domains
@@ -17,9 +16,11 @@ from linkgen.linkfile import MAX_ATTEMPTS, Mark
 from linkgen.politeness import HostHeldError, polite_get
 
 from .errors import FetchError, ParseError
-from .extract import extract_fields, parse_html
-from .job_context import JobContext, JobRun, url_of
+from .extract import extract_fields
+from .job_context import JobContext, url_of
 from .job_files import JobFiles
+from .job_run import JobRun, ObjectOutcome
+from .pages import parse_html
 from .pass1 import Pass1
 from .record import now_iso
 from .scheduler import Work
@@ -28,21 +29,6 @@ log = logging.getLogger("parser")
 REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
 PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
 SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
-
-
-@dataclass
-class ObjectOutcome:
-    """What a worker hands back for one link of pass 2."""
-    url: str
-    index: int | None = None  # the link's line in the link file
-    record: dict | None = None
-    empty: list[str] = field(default_factory=list)
-    error: str | None = None
-    final: bool = False  # 404/410 (or refused by robots.txt): never asked again
-    abandoned: bool = False  # cut short because the daemon is stopping: still pending, no attempt spent
-    held: bool = False  # not sent: its host is held (Retry-After); still pending, no attempt spent
-    refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
-    unmatched: bool = False  # a page where no field matched: a miss, asked again like a 5xx
 
 
 class Pass2:

@@ -7,7 +7,6 @@ here, by its row in parser/protocols.py, and in its adapter, never downstream.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from .adapters import Parsed, newest, parse_body
 from .adapters import json_api as api
@@ -17,6 +16,8 @@ from .fetch import Fetcher, FetchResult
 from .fulltext import FullText
 from .protocols import protocol_of
 from .ratelimit import RateLimits
+from .record import Record
+from .source_view import SourceView
 from .urls import redact_url
 
 JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
@@ -32,7 +33,7 @@ class Poller:
         self.rates = rates or RateLimits()
         self.full_text = full_text
 
-    def poll(self, source: Any, *, etag: str | None, last_modified: str | None,
+    def poll(self, source: SourceView, *, etag: str | None, last_modified: str | None,
              fetched: str, discover: bool = True) -> tuple[FetchResult, Parsed | None]:
         """(first answer, records or None when it was a 304). Raises FetchError / ParseError.
         `discover` False: an HTML page is an error, its feed links are not followed (the address has
@@ -48,11 +49,11 @@ class Poller:
                 result, parsed = self._parse_or_discover(source, result, fetched, discover)
                 # max_items limits what a poll takes; pushed records are never cut
                 parsed.records = newest(parsed.records, source.max_items)
-        if parsed is not None and getattr(source, "full_text", False) and self.full_text is not None:
+        if parsed is not None and source.full_text and self.full_text is not None:
             self.full_text.enrich(source, parsed)
         return result, parsed
 
-    def _parse_or_discover(self, source: Any, result: FetchResult, fetched: str,
+    def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str,
                            discover: bool) -> tuple[FetchResult, Parsed]:
         """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
         the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
@@ -88,10 +89,10 @@ class Poller:
         parsed.feed_url = feed_url
         return feed, parsed
 
-    def _wait_for_rate(self, source: Any, *, first: bool) -> bool:
+    def _wait_for_rate(self, source: SourceView, *, first: bool) -> bool:
         """Wait for the source's rate; False when it would take longer than max_wait (later pages).
         For the first request that is a FetchError carrying Retry-After, so the daemon waits."""
-        rate = getattr(source, "rate", None)
+        rate = source.rate
         if self.rates.wait(source.name, rate, self.max_wait, self.stop) is not None:
             return True
         if not first:
@@ -100,7 +101,7 @@ class Poller:
         raise FetchError(f"rate {rate.text} reached: the next request is allowed in {wait:.0f} s",
                          retry_after=wait)
 
-    def _json_api(self, source: Any, etag: str | None, last_modified: str | None,
+    def _json_api(self, source: SourceView, etag: str | None, last_modified: str | None,
                   fetched: str) -> tuple[FetchResult, Parsed | None]:
         """Page 1 decides the poll (its error is the source's error, its 304 means nothing new); a
         later page that fails keeps the pages before it and says so in a warning."""
@@ -108,7 +109,7 @@ class Poller:
         headers = api.request_headers(source)
         url = api.page_url(source, 1) if options.page_param else api.first_page_url(source)
         first: FetchResult | None = None
-        records: list[dict] = []
+        records: list[Record] = []
         warnings: list[str] = []
         seen = {url}
         pages = 0
@@ -145,7 +146,7 @@ class Poller:
         return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
 
     @staticmethod
-    def _next_url(source: Any, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:
+    def _next_url(source: SourceView, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:
         options = source.api
         if options.page_param:
             return api.page_url(source, page + 1)

@@ -4,32 +4,35 @@ the shared listener (parser/listener.py), never each other."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .inbox import Inbox
 from .listener import Listener
+from .protocols import protocol_of
 from .webhook import WebhookEndpoint
 from .websub import WebSub
 
 
-def open_listener(settings: Any, sources: list, inbox: Inbox, fetcher: Any, stop: threading.Event) -> Listener:
-    """Start the listener for the webhook and websub sources; the WebSub subscriber starts with it."""
+def open_listener(settings: Any, sources: list, inbox: Inbox, fetcher: Any, stop: threading.Event,
+                  subscriber: Callable[..., WebSub] | None = None) -> Listener:
+    """Start the listener for the pushed sources, each as its protocol's row says: a source posted to
+    has its endpoint at its path; those pushed by a hub have the WebSub subscriber, started with it.
+    `subscriber` builds that subscriber in place of WebSub: with SHARED the group's, one subscription
+    per source (parser/shared_push.py, a floor above this one: chosen by the daemon, passed in)."""
     host, port = settings.webhook_listen
     listener = Listener(host, port, max_bytes=settings.max_bytes)
-    for source in sources:
-        if source.protocol == "webhook":
+    pushed = [s for s in sources if protocol_of(s).pushed]
+    for source in pushed:
+        if not protocol_of(source).subscribed:
             url = listener.base_url + source.push.path
             listener.add(source.push.path, WebhookEndpoint(source, inbox, url, listener.refusals))
-    websub_sources = [s for s in sources if s.protocol == "websub"]
+    websub_sources = [s for s in pushed if protocol_of(s).subscribed]
     if not websub_sources:
         return listener.start()
     kwargs = dict(fetcher=fetcher, inbox=inbox, refusals=listener.refusals,
                   callback_base=settings.websub_callback_base or listener.base_url, stop=stop)
-    if getattr(settings, "shared", False):  # one subscription per source for the group
-        from .shared_push import SharedWebSub
-        websub = SharedWebSub(websub_sources, db_url=settings.db_url, **kwargs)
-    else:
-        websub = WebSub(websub_sources, **kwargs)
+    websub = (subscriber or WebSub)(websub_sources, **kwargs)
     for path, endpoint in websub.endpoints().items():
         listener.add(path, endpoint)
     listener.on_close(websub.close)

@@ -5,14 +5,40 @@ import hashlib
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import lxml.html
 
 from .dates import utc_iso  # noqa: F401 (the adapters' date helper, kept importable from here)
 
-# The columns of the `items` table, in order; `hash` is added by the uniqueness check.
-RECORD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
+
+class Record(TypedDict):
+    """One entry of a feed, an API or a push, as every adapter returns it: all text, "" when absent.
+    Dates are UTC ISO 8601 (`published` the entry's, `fetched` the poll's)."""
+    source: str
+    guid: str
+    link: str
+    title: str
+    author: str
+    published: str
+    summary: str
+    content: str
+    fetched: str
+
+
+class AdapterRecord(Record, total=False):
+    """A Record before sanitize.finish_record: `base`, when an adapter knows it, is the address the
+    content's relative links are relative to (not stored)."""
+    base: str
+
+
+# A two-pass job's object (parser/pass2.py): "url", "fetched" and the job's own fields, all text.
+ObjectRecord = dict[str, str]
+# What the pipeline takes (identity, uniqueness, staging): a Record, or a job's object.
+AnyRecord = Record | ObjectRecord
+
+# The columns of the `items` table, in order (Record's keys); `hash` is added by the uniqueness check.
+RECORD_FIELDS: tuple[str, ...] = tuple(Record.__annotations__)
 
 _SPACES = re.compile(r"\s+")
 # Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
@@ -62,7 +88,7 @@ def safe_text(text: str) -> str:
         return _SURROGATES.sub("\ufffd", text)
 
 
-def safe_record(record: Mapping[str, Any]) -> dict:
+def safe_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
     rule every record passes before it is hashed and staged, whatever produced it."""
     texts = "".join(v for v in record.values() if isinstance(v, str))

@@ -13,7 +13,7 @@ from typing import Any
 
 import nh3
 
-from .record import RECORD_FIELDS, clean_text, plain_text, safe_text
+from .record import RECORD_FIELDS, Record, clean_text, plain_text, safe_text
 
 TITLE_MAX = 500
 
@@ -60,7 +60,7 @@ def _cleaner(base: str) -> nh3.Cleaner:
                        url_relative=("rewrite_with_base", base) if base else None)
 
 
-def finish_record(record: Mapping[str, Any]) -> dict:
+def finish_record(record: Mapping[str, Any]) -> Record:
     """The record as it is stored: every field present as text, title capped, content sanitized.
     A record's optional `base` (not stored) is the address its content's relative links are relative to."""
     out = {name: clean_text(record.get(name)) if name != "content" else

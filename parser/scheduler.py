@@ -1,12 +1,13 @@
 """The one worker loop: work is handed to the worker threads as slots free up, and what they return
 comes back to the main thread as it finishes, which absorbs it (the main thread stays the only writer).
 
-At most `workers` items run at once and at most `per_host` of them on one host (host:port, as the
-fetcher's own per-host slots count), so no worker ever waits for a host's slot. When workers are
-scarce, ready work is taken round-robin across hosts: one host with 5,000 due sources gets one turn
-in each round like a host with one. A source whose server asked for a pause (Retry-After) is not
-due until then (parser/source_schedule.py); a job's link on a held host comes back from its worker
-at once, unsent (linkgen.politeness.HostHeldError), and waits with the job until the hold ends.
+At most `workers` items run at once and at most `per_host` of them on one host, as the host's slots
+(parser/host_slots.py, the fetcher's: the same key and count) book them, so no worker ever waits for
+a host's connection. When workers are scarce, ready work is taken round-robin across hosts: one host with
+5,000 due sources gets one turn in each round like a host with one. A source whose server asked for
+a pause (Retry-After) is not due until then (parser/source_schedule.py); work on a host held by a
+Retry-After another request received comes back from its worker at once, unsent (HostHeldError):
+a job's link waits with the job until the hold ends, a feed poll is held as its own would be.
 Whatever is ready but not running holds only a reference to its work; the results waiting for the
 main thread are at most `workers`, whatever the number of sources.
 """
@@ -20,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .fetch import host_slot_key
+from .host_slots import HostSlots, host_key
 
 
 @dataclass(eq=False)
@@ -35,14 +36,15 @@ class Work:
 
 
 class Scheduler:
-    def __init__(self, workers: int, per_host: int):
+    def __init__(self, workers: int, per_host: int, slots: HostSlots | None = None):
+        """slots: the fetcher's (the daemon's one place for a host); a scheduler of its own without."""
         self.workers = workers
         self.per_host = per_host
+        self.slots = slots if slots is not None else HostSlots(per_host)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch")
         self._done: queue.SimpleQueue[tuple[Work, Any, BaseException | None]] = queue.SimpleQueue()
         self._ready: dict[str, deque[Work]] = {}   # host -> its work, in the order it came
         self._turns: deque[str] = deque()         # hosts with ready work, in round-robin order
-        self._running_on: Counter[str] = Counter()
         self._owners_running: Counter[Hashable] = Counter()
         self._owners_waiting: Counter[Hashable] = Counter()
         self.running = 0
@@ -53,7 +55,7 @@ class Scheduler:
 
     # -- in ------------------------------------------------------------------------------------
     def add(self, work: Work) -> None:
-        host = host_slot_key(work.url)
+        host = host_key(work.url)
         line = self._ready.get(host)
         if line is None:
             line = self._ready[host] = deque()
@@ -80,7 +82,7 @@ class Scheduler:
             host = self._turns[0]
             self._turns.rotate(-1)  # whatever happens, this host's next turn is after the others'
             line = self._ready[host]
-            if self._running_on[host] >= self.per_host:
+            if not self.slots.book(host):
                 passed += 1
                 continue
             work = line.popleft()
@@ -88,7 +90,6 @@ class Scheduler:
                 del self._ready[host]
                 self._turns.pop()  # the host just rotated to the end
             self._owners_waiting[work.owner] -= 1
-            self._running_on[host] += 1
             self._owners_running[work.owner] += 1
             self.running += 1
             self.pool.submit(self._run, work)
@@ -127,9 +128,6 @@ class Scheduler:
         return absorbed
 
     def _finished(self, work: Work) -> None:
-        host = host_slot_key(work.url)
-        self._running_on[host] -= 1
-        if not self._running_on[host]:
-            del self._running_on[host]
+        self.slots.unbook(host_key(work.url))
         self._owners_running[work.owner] -= 1
         self.running -= 1

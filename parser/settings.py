@@ -28,7 +28,7 @@ from .identity import AUTO
 from .job_settings import LinkJob, check_link_jobs
 from .logs import LOG_FORMATS
 from .opml import CONTROL_CHARACTERS, OpmlError, read_outlines
-from .protocols import pushed
+from .protocols import PROTOCOLS, pushed
 from .ratelimit import Rate
 from .record import RECORD_FIELDS
 from .setting_values import resolve_path, seconds_problem, whole_problem
@@ -53,7 +53,7 @@ SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_ite
 
 @dataclass(frozen=True)
 class Source:
-    """One cyclic source: an address whose content changes."""
+    """One cyclic source: an address whose content changes (a SourceView: parser/source_view.py)."""
     name: str
     url: str
     enabled: bool = True
@@ -68,6 +68,11 @@ class Source:
     push: Push | None = None        # webhook and websub: path, secret_env, delivery_header, hub
     rate: Rate | None = None
     full_text: bool = False
+
+    @property
+    def body_kind(self) -> str:
+        """What its bodies are, as its protocol's row says ("feed", "json"): the adapters' choice."""
+        return PROTOCOLS[self.protocol].body
 
 
 @dataclass(frozen=True)

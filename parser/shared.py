@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, MutableMapping, Sequence
 
 from db.coord import Coordinator, PerThread
+from db.coord_jobs import JobTables
 
 from . import logs
 from .errors import StorageError
@@ -231,7 +232,6 @@ def group_view(settings: Settings, now: float) -> tuple[dict[str, SourceState], 
     """For `status` and the status page with SHARED = True: every source's state as the group has it
     (not only what this machine polled), and each job's link counts from the shared frontier.
     Raises StorageError when the database does not answer."""
-    from db.coord_jobs import JobTables
     coord = Coordinator(settings.db_url)
     try:
         states = {}

@@ -8,26 +8,23 @@ requests to a host as one.
   a kill) come back to the group when the lease ends.
 - SharedJobFiles runs pass 1 only while it holds the job's advisory lock (session-level, so a dead
   daemon's lock goes with its connection), and keeps pass 1's last run in the database.
-- SharedHostPacer books each request's moment in the hosts table (one `delay` apart across the
-  group) and writes Retry-After holds there; every daemon reads the holds at most HOLD_REFRESH old.
+- Per-host politeness (a job's delay, Retry-After holds) is the group's in SharedHostSlots
+  (parser/shared_hosts.py), the fetcher's own, which every request asks.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
-from db.coord import Coordinator, PerThread
+from db.coord import Coordinator
 from db.coord_jobs import JobTables
 from linkgen.linkfile import MAX_ATTEMPTS, Link, LinkState, Mark, backoff
-from linkgen.politeness import HostHeldError, HostPacer, host_key
 
-from .errors import FetchError, StorageError
+from .errors import StorageError
 from .job_files import JobFiles
 from .settings import Settings
 
-HOLD_REFRESH = 1.0      # seconds a daemon's view of the group's Retry-After holds may be old
 COUNTS_TTL = 0.5        # seconds counts() may be old at least (pass 2 asks after every batch)
 
 
@@ -220,66 +217,3 @@ class SharedJobFiles(JobFiles):
         if self._locked:
             self.coord.release_job_lock(self.job.name)
             self._locked = False
-
-
-class SharedHostPacer(HostPacer):
-    """HostPacer whose bookings and holds are the group's. Worker threads: one connection each."""
-
-    def __init__(self, db_url: str, *, stop: threading.Event | None = None):
-        super().__init__(stop=stop)
-        self.coords = PerThread(db_url)
-        self._refreshed = float("-inf")
-        self._refresh_lock = threading.Lock()
-
-    def close(self) -> None:
-        self.coords.close()
-
-    def _coord(self) -> JobTables:
-        return JobTables(self.coords.get())
-
-    def _refresh(self) -> None:
-        """The group's holds into this daemon's (at most HOLD_REFRESH old)."""
-        with self._refresh_lock:
-            if time.monotonic() - self._refreshed < HOLD_REFRESH:
-                return
-            self._refreshed = time.monotonic()
-        try:
-            holds = self._coord().host_holds()
-        except StorageError:
-            return  # the local holds stand until the database answers again
-        for key, seconds in holds.items():
-            # HostPacer's own (this class's hold writes to the database); a key, not a URL: host_key
-            # of a key again is not the key for an IPv6 literal ("http://::1:8080").
-            HostPacer.hold_key(self, key, seconds)
-
-    def reserve(self, url: str, delay: float) -> float:
-        self._refresh()
-        pause = super().reserve(url, 0)  # raises HostHeldError while held (as far as this daemon knows)
-        if delay <= 0:
-            return pause
-        key = host_key(url)
-        try:
-            wait = self._coord().reserve_host(key, delay)
-        except StorageError as exc:
-            raise FetchError(f"not sent: {exc}") from None
-        if wait is None:  # another daemon's host hold, newer than this daemon's view
-            self._refreshed = float("-inf")
-            self._refresh()
-            raise HostHeldError(key, self.key_held_for(key))
-        return wait
-
-    def hold(self, url: str, seconds: float) -> float:
-        held = super().hold(url, seconds)
-        try:
-            self._coord().hold_host(host_key(url), held)
-        except StorageError:
-            pass  # held here at least; the others hear of it from their own requests
-        return held
-
-    def key_held_for(self, key: str) -> float:
-        self._refresh()
-        return super().key_held_for(key)
-
-    def holds(self) -> dict[str, float]:
-        self._refresh()
-        return super().holds()

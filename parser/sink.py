@@ -23,7 +23,7 @@ from .errors import RecordRefusedError, StorageError
 from .history import History
 from .identity import Identity
 from .quarantine import set_aside
-from .record import safe_record
+from .record import AnyRecord, safe_record
 from .staging import StagingFile, read_rows
 
 log = logging.getLogger("parser")
@@ -31,11 +31,11 @@ log = logging.getLogger("parser")
 
 @dataclass
 class Staged:
-    new: list[dict]
+    new: list[dict[str, str]]  # the new records, each with its `hash`
     duplicates: int
 
 
-def select_new(records: list[dict], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
+def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
                feed_links: Iterable[str] = ()) -> Staged:
     """Key each record (parser/identity.py: one poll's records together, `feed_links` being the feed's
     own addresses) and keep, with its `hash`, those neither staged before nor already in `seen` (this
@@ -47,7 +47,7 @@ def select_new(records: list[dict], dedup: Uniqueness, identity: Identity, seen:
     digests = identified.keys
     unseen = dedup.unseen(digests)
     seen = set() if seen is None else seen
-    fresh: list[dict] = []
+    fresh: list[dict[str, str]] = []
     for record, digest in zip(identified.records, digests, strict=True):
         if digest in unseen and digest not in seen:
             seen.add(digest)
@@ -78,11 +78,11 @@ class Sink:
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
 
-    def stage(self, records: list[dict], feed_links: Iterable[str] = ()) -> Staged:
+    def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
         return self.stage_many([(records, feed_links)])[0]
 
-    def stage_many(self, batches: list[tuple[list[dict], Iterable[str]]]) -> list[Staged]:
+    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
         """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
         a record two of them share is new in the first only. Return each batch's Staged."""
         seen: set[str] = set()
@@ -156,10 +156,10 @@ class PrintSink:
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
 
-    def stage(self, records: list[dict], feed_links: Iterable[str] = ()) -> Staged:
+    def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
 
-    def stage_many(self, batches: list[tuple[list[dict], Iterable[str]]]) -> list[Staged]:
+    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
         return [self.stage(records, links) for records, links in batches]
 
     def flush(self, db: Database | None) -> tuple[int, int]:

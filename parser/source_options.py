@@ -1,6 +1,7 @@
 """The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text): their
-checks and the frozen values the adapters read. Which protocol takes which key, and how each one
-differs, is the table in parser/protocols.py.
+checks, and the frozen values they set (those a poll and the adapters read are in
+parser/source_view.py). Which protocol takes which key, and how each one differs, is the table in
+parser/protocols.py.
 
 Called by settings._check_sources for each source, so every message names the source and the
 key. Secrets never come from params.py: a key only names the environment variable that holds one
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 from typing import Protocol as Interface
@@ -21,6 +22,7 @@ from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 from .ratelimit import Rate, parse_rate
 from .record import RECORD_FIELDS
 from .setting_values import http_url
+from .source_view import Auth, JsonApi, SourceView
 
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
 MAPPABLE = tuple(f for f in RECORD_FIELDS if f not in ("source", "fetched"))
@@ -38,29 +40,6 @@ class Problems(Interface):
 
 
 @dataclass(frozen=True)
-class Auth:
-    type: str                    # "bearer" or "api_key"
-    token_env: str               # the environment variable holding the token
-    header: str = ""             # api_key: the header to put it in (default X-API-Key) ...
-    param: str = ""              # ... or the query parameter, when the API wants it in the URL
-
-    def token(self) -> str:
-        """The secret, read at use time so a rotated token needs only a restart, never an edit."""
-        return os.environ.get(self.token_env, "")
-
-
-@dataclass(frozen=True)
-class JsonApi:
-    items: str = ""                                   # dotted path to the list; "" = the body is the list
-    map: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    query_params: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    header_params: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    next: str = ""                                    # dotted path to the next page's URL
-    page_param: str = ""                              # or: the query parameter numbering pages
-    max_pages: int = 1
-
-
-@dataclass(frozen=True)
 class Push:
     """A source whose records are sent to us: a webhook, or a WebSub subscription's callback."""
     path: str                                         # where the listener takes them
@@ -70,6 +49,13 @@ class Push:
 
     def secret(self) -> bytes:
         return os.environ.get(self.secret_env, "").encode("utf-8") if self.secret_env else b""
+
+
+class PushedSource(SourceView, Interface):
+    """What the listener's endpoints read of a source (webhook.py, websub.py): its view and its Push."""
+
+    @property
+    def push(self) -> Push | None: ...
 
 
 def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: str,
@@ -263,11 +249,11 @@ def _push(item: Mapping[str, Any], where: str, name: str, protocol: Protocol, pr
     return Push(path=path, secret_env=secret_env, delivery_header=header, hub=hub or "")
 
 
-def check_push_paths(sources: list, problems: Problems) -> None:
+def check_push_paths(sources: Sequence[PushedSource], problems: Problems) -> None:
     """Two pushed sources at one path could not be told apart."""
     seen: dict[str, str] = {}
     for source in sources:
-        push = getattr(source, "push", None)
+        push = source.push
         if push is None:
             continue
         if push.path in seen:

@@ -22,8 +22,8 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
-from .settings import Source
 from .state import SourceState, open_states, pull_back, save_states, state_of
 
 SAVE_EVERY = 1.0  # seconds: state.json at most this often while polls come in
@@ -36,6 +36,20 @@ def spread_offset(name: str, interval: float) -> float:
     return (zlib.crc32(name.encode("utf-8")) / 2**32) * interval
 
 
+class ScheduledSource(Protocol):
+    """What the schedule reads of a source: the settings' Source is one (passed in, so that this floor
+    never imports the settings above it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def interval(self) -> float: ...
+
+
 class SourceSchedule:
     def __init__(self, path: Path | None, clock: Callable[[], float], *, workers: int):
         """path None (--dry-run): states in memory only."""
@@ -43,7 +57,7 @@ class SourceSchedule:
         self.clock = clock
         self.workers = workers
         self.states: dict[str, SourceState] = {}
-        self.sources: dict[str, Source] = {}
+        self.sources: dict[str, ScheduledSource] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._when: dict[str, float] = {}   # name -> the time of its live heap entry
         self._out: set[str] = set()         # handed out by due(), not done yet
@@ -53,14 +67,15 @@ class SourceSchedule:
         self._gap = SAVE_EVERY               # seconds between writes, from the size of the last one
         self.saves = 0                      # how many times state.json was written (for the bench)
 
-    def load(self, sources: Iterable[Source], longest_delay: Callable[[Source], float], *, spread: bool) -> None:
+    def load(self, sources: Iterable[ScheduledSource], longest_delay: Callable[[ScheduledSource], float], *,
+             spread: bool) -> None:
         self.sources = {s.name: s for s in sources}
         if self.path is not None:
             self.states = open_states(self.path)
             pull_back(self.states, self.clock(), {s.name: longest_delay(s) for s in self.sources.values()})
         self._rebuild(spread=spread)
 
-    def set_sources(self, sources: Iterable[Source]) -> None:
+    def set_sources(self, sources: Iterable[ScheduledSource]) -> None:
         """SIGHUP: the new list; a source's state stays, a new one is due at once."""
         self.sources = {s.name: s for s in sources}
         self._rebuild(spread=False)
@@ -84,9 +99,9 @@ class SourceSchedule:
         heapq.heappush(self._heap, (when, next(self._order), name))
 
     # -- the four calls ---------------------------------------------------------------------------
-    def due(self, now: float, limit: int | None = None) -> list[Source]:
+    def due(self, now: float, limit: int | None = None) -> list[ScheduledSource]:
         """The sources due by `now` (at most `limit`), earliest first; each is out until done()."""
-        taken: list[Source] = []
+        taken: list[ScheduledSource] = []
         while self._heap and (limit is None or len(taken) < limit):
             when, _, name = self._heap[0]
             if self._when.get(name) != when or name not in self.sources or name in self._out:
@@ -109,7 +124,7 @@ class SourceSchedule:
             heapq.heappop(self._heap)
         return float("inf")
 
-    def done(self, source: Source, state: SourceState) -> None:
+    def done(self, source: ScheduledSource, state: SourceState) -> None:
         """Its poll is absorbed (or was abandoned): `state` is written with the next save, and the source
         is due again at the time it says."""
         self._out.discard(source.name)
@@ -132,14 +147,14 @@ class SourceSchedule:
         return True
 
     # -- state ------------------------------------------------------------------------------------
-    def state(self, source: Source) -> SourceState:
+    def state(self, source: ScheduledSource) -> SourceState:
         return state_of(self.states, source.name, source.url)
 
     def changed(self) -> None:
         """A state was changed outside a poll (a push counted, an operator's reset): save it soon."""
         self._dirty = True
 
-    def poll_now(self, source: Source) -> None:
+    def poll_now(self, source: ScheduledSource) -> None:
         """An operator's `poll`/`reset`: due at once (unless it is being polled already)."""
         self.changed()
         if source.name not in self._out:
@@ -148,7 +163,7 @@ class SourceSchedule:
     def is_out(self, name: str) -> bool:
         return name in self._out
 
-    def claim(self, source: Source) -> bool:
+    def claim(self, source: ScheduledSource) -> bool:
         """May an operator's request act on the source here? Alone, always (SHARED: parser/shared.py
         claims the group's row)."""
         return True

@@ -31,6 +31,10 @@ log = logging.getLogger("parser")
 SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
 HISTORY_HOURS = 7 * 24     # hourly buckets kept for the status page's plots
 TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes")
+MAX_BACKOFF = 24 * 3600.0  # seconds: a dead source's backoff doubles up to this (or its interval, if longer)
+GONE_EVERY = MAX_BACKOFF / 4  # a 410 Gone before DEAD_AFTER: asked rarely, but still asked
+RETRY_AFTER_MAX = 24 * 3600.0  # seconds: the longest Retry-After honoured
+Redirect = typing.Literal["", "once", "moved"]
 
 
 @dataclass
@@ -77,6 +81,91 @@ class SourceState:
         if self.feed_url:
             self.feed_url, self.etag, self.last_modified = "", None, None
         self.was_feed = False
+
+    # -- transitions: what a poll's outcome or an operator's request does; `now` is the schedule clock's
+    def failed(self, now: float, *, interval: float, dead_after: int, error: str,
+               status: int | None = None) -> str | None:
+        """A failed poll (`status`: the HTTP status of the answer, None without one). Below
+        `dead_after` failures in a row the next poll is due after the interval (after GONE_EVERY at
+        least for a 410); from then on the source is dead and each failure doubles the wait, up to
+        MAX_BACKOFF (or the interval when it is longer). Returns "dead" or "gone" (a 410) when this
+        failure is the `dead_after`-th in a row, for the caller to say once; else None."""
+        self.last_poll = iso(now)
+        self.failures += 1
+        self.last_status = status
+        self.last_outcome = f"error: {error}"
+        delay, marked = interval, None
+        if self.failures >= dead_after:
+            self.dead = True
+            delay = min(interval * 2 ** (self.failures - dead_after + 1), max(MAX_BACKOFF, interval))
+            if self.failures == dead_after:
+                marked = "gone" if status == 410 else "dead"
+        elif status == 410:
+            delay = max(delay, GONE_EVERY)
+        self.next_due, self.delay = now + delay, delay
+        return marked
+
+    def hold_for(self, now: float, retry_after: float) -> float:
+        """A server's Retry-After: no poll before `now` plus it (at most RETRY_AFTER_MAX), even by
+        --once or an operator's `poll`; the next poll is due no earlier. Returns the seconds held."""
+        wait = min(retry_after, RETRY_AFTER_MAX)
+        self.not_before, self.hold = now + wait, wait
+        self.next_due, self.delay = max(self.next_due, now + wait), max(self.delay, wait)
+        return wait
+
+    def hold_left(self, now: float) -> float:
+        """Seconds until a Retry-After hold ends; 0 when none holds."""
+        return max(self.not_before - now, 0.0)
+
+    def succeeded(self, now: float, *, interval: float, status: int) -> int:
+        """An answer (new entries, none, or a 304 to the validators): the failures in a row and the
+        dead flag are cleared and the next poll is due after the interval. An answer from the
+        source's own address (no discovered feed_url) shows that it serves a feed (was_feed).
+        Returns the failures in a row this success ended."""
+        self.last_poll = self.last_success = iso(now)
+        self.last_status = status
+        if not self.feed_url:
+            self.was_feed = True
+        ended, self.failures, self.dead = self.failures, 0, False
+        self.next_due, self.delay = now + interval, interval
+        return ended
+
+    def staged(self, now: float, *, new: int, duplicates: int) -> None:
+        """Entries of a poll or a push went through the uniqueness check: counted, and `new` of them
+        staged (the time of the last new entry is kept for `status`)."""
+        self.count(now, new=new, duplicates=duplicates)
+        if new:
+            self.last_new = iso(now)
+
+    def redirected(self, target: str) -> Redirect:
+        """This poll's permanent redirect (301/308), "" for none. One may be a server's mistake: the
+        source moves for good only when two polls in a row are sent to the same `target` (its
+        discovered feed moves when it has one, else `moved_to` is set). Returns "" (no redirect),
+        "once" (noted, not followed yet) or "moved"."""
+        if not target:
+            self.redirect_seen = ""
+            return ""
+        if self.redirect_seen != target:
+            self.redirect_seen = target
+            return "once"
+        self.redirect_seen = ""
+        if self.feed_url:  # the redirect was the discovered feed's, not the page's
+            self.feed_url = target
+        else:
+            self.moved_to = target
+        return "moved"
+
+    def rescheduled(self, now: float, interval: float) -> None:
+        """The source's interval changed (SIGHUP): a shorter one counts from now, not from the poll
+        the old one planned."""
+        self.next_due = min(self.next_due, now + interval)
+
+    def reset(self, now: float) -> None:
+        """An operator's `reset`: failures, the dead flag and a Retry-After hold cleared, the feed
+        found on the page forgotten (forget_discovery), and the next poll due now."""
+        self.failures, self.dead, self.not_before = 0, False, 0.0
+        self.forget_discovery()
+        self.next_due = now
 
     def count(self, now: float, **amounts: int) -> None:
         """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""

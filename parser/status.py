@@ -69,7 +69,7 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
     staging = settings.staging_dir
     states, group_links = load_states(staging / "state.json"), None
     if settings.shared:  # the group's view, from the shared database (parser/shared.py)
-        from .shared import group_view
+        from .shared import group_view  # imported on first use: SHARED only (psycopg: 0.2 s of `status`)
         try:
             states, group_links = group_view(settings, now)
         except StorageError:

@@ -19,7 +19,6 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from email.message import Message
-from typing import Any
 from urllib.parse import parse_qs
 
 from .delivery import take
@@ -27,6 +26,7 @@ from .errors import ParseError
 from .fetch import human_size
 from .inbox import Inbox
 from .listener import RefusalLog, Reply, signature_matches
+from .source_options import PushedSource
 
 log = logging.getLogger("parser")
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -46,7 +46,7 @@ def delivery_key(delivery: str) -> str:
 class WebhookEndpoint:
     methods = ("POST",)
 
-    def __init__(self, source: Any, inbox: Inbox, url: str, refusals: RefusalLog,
+    def __init__(self, source: PushedSource, inbox: Inbox, url: str, refusals: RefusalLog,
                  clock: Callable[[], float] = time.time):
         self.source = source
         self.name = source.name

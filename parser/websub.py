@@ -37,6 +37,7 @@ from .delivery import take
 from .errors import FetchError, ParseError
 from .inbox import Inbox
 from .listener import RefusalLog, Reply, signature_matches
+from .source_options import PushedSource
 from .urls import canonical_url, redact_url
 
 log = logging.getLogger("parser")
@@ -49,7 +50,7 @@ SIGNATURE_HEADERS = ("X-Hub-Signature", "X-Hub-Signature-256")
 
 @dataclass
 class Subscription:
-    source: Any
+    source: PushedSource
     callback: str
     secret: bytes
     hub: str = ""
@@ -67,7 +68,7 @@ def renew_at(now: float, lease: float) -> float:
 
 
 class WebSub:
-    def __init__(self, sources: list, *, fetcher: Any, inbox: Inbox, callback_base: str,
+    def __init__(self, sources: list[PushedSource], *, fetcher: Any, inbox: Inbox, callback_base: str,
                  stop: threading.Event, refusals: RefusalLog | None = None, clock: Callable[[], float] = time.time):
         self.fetcher = fetcher
         self.refusals = refusals or RefusalLog()

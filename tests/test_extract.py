@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from parser import pages
 from parser.errors import ParseError
-from parser.extract import blank_values, compile_selector, extract_fields, page_links, parse_html
+from parser.extract import blank_values, compile_selector, extract_fields
+from parser.pages import page_links, parse_html
 
 PRODUCT = """<!DOCTYPE html>
 <html><head><title>Shop</title></head><body>
@@ -89,8 +91,7 @@ def test_too_deep_a_tree_is_refused_not_silently_cut():
 
 
 def test_too_many_elements_are_refused(monkeypatch):
-    import parser.extract as extract
-    monkeypatch.setattr(extract, "MAX_ELEMENTS", 1000)
+    monkeypatch.setattr(pages, "MAX_ELEMENTS", 1000)
     with pytest.raises(ParseError, match="more than 1,000 elements"):
         parse_html(b"<html><body>" + b"<p>x</p>" * 2000, content_type="text/html")
 

@@ -3,11 +3,10 @@ the shapes real ones have, served from 127.0.0.1 through the daemon (rows read f
 the logs) or through parse_body where a daemon run adds nothing."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from parser.adapters import parse_body
 from parser.adapters.json_api import timestamp
-from parser.source_options import JsonApi
+from parser.settings import Source
+from parser.source_view import JsonApi
 from tests.process import stop, wait_for
 
 # The identity of a record is another piece of work (issue 8, "Identity"): these tests key records by
@@ -17,7 +16,7 @@ BY_GUID = ["source", "guid"]
 
 def parse(body: bytes | str, *, content_type: str = "application/rss+xml",
           url: str = "https://www.example.org/r/python/.rss", protocol: str = "feed", api=None):
-    source = SimpleNamespace(name="s", max_items=50, protocol=protocol, api=api)
+    source = Source(name="s", url=url, max_items=50, protocol=protocol, api=api)
     data = body.encode("utf-8") if isinstance(body, str) else body
     return parse_body(source, data, url=url, headers={"Content-Type": content_type},
                       fetched="2026-12-01T00:00:00Z")

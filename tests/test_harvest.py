@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
-from linkgen.politeness import HostPacer, Robots
+from linkgen.politeness import HostSlots, Robots, host_key
 from linkgen.spec import HarvestSpec
 from parser.fetch import Fetcher
 from tests.server import reply
@@ -114,7 +114,7 @@ def test_unreadable_robots_txt_keeps_the_harvest_off_the_host(server, shop, proj
 def test_fetch_page_sorts_links_and_drops_what_it_must_not_follow(server, shop, fetcher):
     spec = HarvestSpec(root=server.url("/"), objects=OBJECTS, depth=3, follow="", allowed_domains=("127.0.0.1",))
     robots = Robots(fetcher, "parser-test/1.0")
-    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostPacer(), robots=robots, delay=0)
+    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostSlots(), robots=robots, delay=0)
     assert result.error is None
     assert result.objects == [server.url("/item/1")]
     assert result.pages == [server.url("/list/1"), server.url("/calendar/2024-01"), server.url("/about")]
@@ -126,7 +126,7 @@ def test_a_redirect_out_of_the_allowed_domains_is_not_expanded(server, fetcher):
     server.route("/", status=302, headers={"Location": f"http://localhost:{server.port}/elsewhere"})
     server.route("/elsewhere", content_type="text/html", body=page("x", ["/item/1"]))
     spec = HarvestSpec(root=server.url("/"), objects=OBJECTS, allowed_domains=("127.0.0.1",))
-    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostPacer(),
+    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostSlots(),
                         robots=Robots(fetcher, "t"), delay=0)
     assert "leaves the allowed domains; not followed" in result.error and result.objects == []
     assert "/elsewhere" not in server.hits  # the redirect was refused before it was requested
@@ -153,7 +153,7 @@ def test_crawl_delay_is_read_and_spaces_requests_to_one_host(server, fetcher):
     assert server.hits["/robots.txt"] == 1  # fetched once per host
 
     now = [100.0]
-    pacer = HostPacer(clock=lambda: now[0])
+    pacer = HostSlots(clock=lambda: now[0])
     waits = [pacer.reserve("http://a.test/1", 2.5) for _ in range(3)]
     assert waits == [0.0, 2.5, 5.0]  # three workers asking at once go one delay apart
     assert pacer.reserve("http://b.test/1", 2.5) == 0.0  # another host is not held up
@@ -164,7 +164,7 @@ def test_crawl_delay_is_read_and_spaces_requests_to_one_host(server, fetcher):
 def test_pacer_wait_gives_up_when_the_daemon_stops():
     stop = threading.Event()
     stop.set()
-    pacer = HostPacer(stop=stop)
+    pacer = HostSlots(stop=stop)
     pacer.reserve("http://a.test/", 30)
     with pytest.raises(Exception, match="stopping"):
         pacer.wait("http://a.test/", 30)
@@ -235,7 +235,7 @@ def test_a_held_host_keeps_its_pages_back_without_holding_up_the_others(tmp_path
     harvest.take(1)
     pages = ["http://a.s.test/1", "http://b.s.test/1", "http://a.s.test/2", "http://b.s.test/2"]
     harvest.record(PageResult(url="http://s.test/", depth=0, pages=pages))
-    held = {"http://a.s.test:"}
+    held = {host_key("http://a.s.test/")}
     hold = lambda host: 5.0 if host in held else 0.0  # noqa: E731
     assert harvest.take(10, held_for=hold) == [("http://b.s.test/1", 1), ("http://b.s.test/2", 1)]
     assert harvest.level_waiting(hold) == ["http://a.s.test/1"]

@@ -64,3 +64,80 @@ def test_linkgen_reads_no_settings_module():
     settings = {"parser.settings", "parser.job_settings", "parser.source_options"}
     for path in sorted((ROOT / "linkgen").glob("*.py")):
         assert not settings & imports_of(path), path.name
+
+
+# -- the protocol table is the one place that tells protocols apart (issue 19) -------------------
+def code_files() -> list[Path]:
+    """Every module of the daemon: parser/ (at any depth), db/, linkgen/ and run_daemon.py."""
+    return sorted(p for folder in ("parser", "db", "linkgen") for p in (ROOT / folder).rglob("*.py")) + \
+        [ROOT / "run_daemon.py"]
+
+
+def _names_a_protocol(node: ast.expr) -> bool:
+    """`protocol`, `x.protocol`, `x["protocol"]`, or the `.name` of one of these or of protocol_of(x)."""
+    if isinstance(node, ast.Attribute) and node.attr == "name":
+        inner = node.value
+        if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "protocol_of":
+            return True
+        return _names_a_protocol(inner)
+    if isinstance(node, ast.Name):
+        return node.id == "protocol"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "protocol"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "protocol"
+    return False
+
+
+def _text_constants(node: ast.expr) -> bool:
+    """A string literal, or a tuple, list or set of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts) and all(map(_text_constants, node.elts))
+
+
+def protocol_name_comparisons(code: str) -> list[str]:
+    """The places in `code` that compare a protocol's name with a literal (`protocol == "webhook"`,
+    `s.protocol in ("feed", "websub")`, `protocol_of(s).name != "feed"`, a `match` on one), or
+    look a row up by a literal name (`PROTOCOLS["websub"]`): decisions parser/protocols.py makes."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(map(_names_a_protocol, sides)) and any(map(_text_constants, sides)):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Match) and _names_a_protocol(node.subject):
+            found.append(f"line {node.lineno}: match {ast.unparse(node.subject)}")
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "PROTOCOLS" \
+                and _text_constants(node.slice):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_check_finds_every_way_of_comparing_a_protocol_name():
+    caught = ['if source.protocol == "webhook": pass', 'x = [s for s in a if s.protocol != "feed"]',
+              'ok = protocol in ("feed", "websub")', 'ok = "websub" == item["protocol"]',
+              'ok = protocol_of(s).name == "json_api"', 'ok = row.protocol.name not in ["feed"]',
+              'match s.protocol:\n    case "webhook": pass', 'row = PROTOCOLS["websub"]']
+    for code in caught:
+        assert protocol_name_comparisons(code), code
+    fine = ['ok = protocol_of(s).pushed', 'ok = protocol.body == "json"', 'ok = "protocol" not in item',
+            'ok = protocol.name not in allowed', 'row = PROTOCOLS[source.protocol]', 'text = f"{s.protocol} source"']
+    for code in fine:
+        assert not protocol_name_comparisons(code), code
+
+
+def test_no_module_but_the_protocol_table_compares_a_protocol_name():
+    found = {str(path.relative_to(ROOT)): protocol_name_comparisons(path.read_text(encoding="utf-8"))
+             for path in code_files() if path.name != "protocols.py"}  # the table, in whatever folder
+    assert {path: places for path, places in found.items() if places} == {}
+
+
+def test_the_pushed_endpoints_and_the_opml_export_are_read_from_the_table():
+    """push.open_listener gives a source posted to its endpoint and a subscribed one to the WebSub
+    subscriber; export-opml writes the plain feeds: each by its row, so a new row needs no edit there."""
+    pushed = {name for name, p in PROTOCOLS.items() if p.pushed}
+    assert {name for name in pushed if PROTOCOLS[name].subscribed} == {"websub"}
+    assert {name for name in pushed if not PROTOCOLS[name].subscribed} == {"webhook"}
+    assert not any(p.subscribed for p in PROTOCOLS.values() if not p.pushed)
+    assert {name for name, p in PROTOCOLS.items() if p.in_opml} == {"feed"}

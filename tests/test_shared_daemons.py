@@ -108,10 +108,11 @@ def test_sources_of_a_daemon_killed_mid_cycle_are_taken_over_after_the_lease(ser
     held: dict[str, float] = {}  # source -> when (test clock) its lease ends
 
     def victim_mid_poll() -> bool:  # it holds leases: requests of its own are in flight
+        asked = time.monotonic()  # before the query's now(): a loaded machine's slow answer moves no lease later
         with psycopg.connect(pg_url) as con:
             rows = con.execute("SELECT name, EXTRACT(EPOCH FROM lease_until - now()) FROM parser_sources"
                                " WHERE lease_owner LIKE %s", (f"%:{victim.pid}:%",)).fetchall()
-        held.update({name: time.monotonic() + float(left) for name, left in rows})
+        held.update({name: asked + float(left) for name, left in rows})
         return bool(held)
 
     wait_for(victim_mid_poll, "the first daemon to hold leases", 20)

@@ -13,7 +13,8 @@ import pytest
 from db.coord import Coordinator
 from parser.errors import FetchError
 from parser.fetch import Fetcher
-from parser.shared_hosts import SharedHostLimiter
+from parser.host_slots import host_key
+from parser.shared_hosts import SharedHostSlots
 from tests.feeds import numbered_items, rss
 from tests.process import free_port, stop, wait_for
 from tests.server import reply
@@ -76,7 +77,7 @@ def _items_table(pg_url: str) -> bool:
 def shared_fetcher(db_url: str, deadline: float) -> Fetcher:
     fetcher = Fetcher(user_agent="test", timeout=deadline, deadline=deadline, max_bytes=1 << 20, max_redirects=3,
                       per_host=1)
-    fetcher.limiter = SharedHostLimiter(db_url, 1, deadline, threading.Event())
+    fetcher.slots = SharedHostSlots(db_url, 1, deadline, threading.Event())
     return fetcher
 
 
@@ -85,7 +86,7 @@ def test_a_host_busy_on_another_daemon_fails_the_fetch_at_the_deadline_unsent(se
     server.route("/feed.xml", body=rss(numbered_items(1, 1)))
     other = Coordinator(pg_url)  # another daemon, mid-fetch on the same host
     other.create_schema()
-    host = f"127.0.0.1:{server.port}"
+    host = host_key(server.url("/"))  # as the group's slot rows name it
     assert other.take_host_slot(host, 1, 60) == 0
     fetcher = shared_fetcher(pg_url, 0.5)
     try:
@@ -106,6 +107,6 @@ def test_without_the_database_per_host_holds_for_this_daemon_only(server):
     fetcher = shared_fetcher(f"postgresql://postgres@127.0.0.1:{free_port()}/none", 2.0)
     try:
         assert fetcher.get(server.url("/feed.xml")).status == 200
-        assert fetcher.limiter.outage  # the local slot took it: the group's could not be asked
+        assert fetcher.slots.outage  # the local slot took it: the group's could not be asked
     finally:
         fetcher.close()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from linkgen.politeness import HostHeldError, HostPacer, polite_get
+from linkgen.politeness import HostHeldError, HostSlots, polite_get
 from parser.errors import FetchError
 from parser.fetch import Fetcher
 from tests.conftest import Project
@@ -172,14 +172,14 @@ def test_forever_mode_comes_back_when_the_hold_ends(server, shop, project):
 
 def test_pacer_holds_a_host_and_refuses_at_once():
     now = [100.0]
-    pacer = HostPacer(clock=lambda: now[0])
+    pacer = HostSlots(clock=lambda: now[0])
     pacer.refused("http://a.test/x", 30)
     with pytest.raises(HostHeldError, match="a.test:.*30 s more"):
         pacer.reserve("http://a.test/y", 0)
     with pytest.raises(HostHeldError):
         pacer.before_request("http://a.test/z")
     assert pacer.reserve("http://b.test/y", 0) == 0.0  # another host is not held
-    assert pacer.held_for("http://a.test/") == 30.0 and pacer.holds() == {"http://a.test:": 30.0}
+    assert pacer.held_for("http://a.test/") == 30.0 and pacer.holds() == {"http://a.test:80": 30.0}
     pacer.hold("http://a.test/", 5)  # a shorter pause does not cut a longer one
     now[0] = 130.0
     assert pacer.reserve("http://a.test/y", 2.0) == 0.0 and pacer.holds() == {}
@@ -193,7 +193,7 @@ def test_a_request_queued_behind_a_refused_one_on_the_host_is_not_sent(server):
     server.route("/refuse", status=429, headers={"Retry-After": "30"}, delay=0.3, content_type="text/plain")
     server.route("/other", body=b"<html><body>x</body></html>", content_type="text/html")
 
-    class SlowToHold(HostPacer):
+    class SlowToHold(HostSlots):
         def hold(self, url: str, seconds: float) -> float:
             time.sleep(0.2)
             return super().hold(url, seconds)

@@ -12,9 +12,10 @@ import feedparser
 from ..charset import to_utf8
 from ..dates import looks_iso, read_date, utc_iso
 from ..errors import ParseError
-from ..record import clean_text, plain_text, safe_text, title_text
+from ..record import Record, clean_text, plain_text, safe_text, title_text
+from ..source_view import SourceView
 from ..urls import canonical_url
-from . import Parsed
+from .parsed import Parsed
 
 # feedparser resolves an RSS <guid> (and an Atom <id>) against the feed's address when it may be a
 # permalink, turning `t3_glvkc5` into `https://example.org/r/t3_glvkc5`: an id that changes with the
@@ -39,7 +40,7 @@ _NAME_THEN_MAIL = re.compile(r"^(?P<name>[^<>]+?)\s*<\S+@\S+>$")
 NO_ZONE_NOTE = "dates without a time zone are taken as UTC"
 
 
-def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str) -> Parsed:
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str) -> Parsed:
     """Parse a feed body; raise ParseError when it is not a feed at all."""
     if not body.strip():
         raise ParseError("empty body")
@@ -98,7 +99,7 @@ def _whole_entries(body: bytes, parsed: int) -> int:
 
 
 def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bool = True,
-            notes: set[str] | None = None) -> dict:
+            notes: set[str] | None = None) -> Record:
     """One entry as a record (RECORD_FIELDS); a date without a zone adds NO_ZONE_NOTE to `notes`.
     feedparser gives strings, lists of dicts and struct_times, but never trust the shape: whatever an
     entry holds, this returns text and never raises."""

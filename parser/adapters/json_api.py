@@ -12,10 +12,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import FetchError, ParseError
-from ..record import clean_text, html_to_text, title_text, utc_iso
+from ..record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..source_view import Auth, SourceView
 from ..urls import canonical_url
-from . import Parsed
 from .jsonfeed import load_json
+from .parsed import Parsed
 
 # Where a record field is looked for when `map` does not say: the names APIs use most.
 DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
@@ -30,7 +31,7 @@ DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
 _AUTHOR_KEYS = ("name", "display_name", "username", "login")
 
 
-def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str) -> Parsed:
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str) -> Parsed:
     """One JSON answer into records; ParseError when it is not JSON, holds an error object, or has
     no list at `items`."""
     document = load_json(body)
@@ -97,7 +98,7 @@ def resolve(document: Any, path: str) -> Any:
     return value
 
 
-def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name: str, fetched: str) -> dict:
+def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name: str, fetched: str) -> Record:
     def pick(name: str) -> Any:
         if name in mapping:
             return resolve(item, mapping[name])
@@ -154,26 +155,26 @@ def _scalar(value: Any) -> str:
 
 
 # -- the request side ----------------------------------------------------------------------------
-def first_page_url(source: Any) -> str:
+def first_page_url(source: SourceView) -> str:
     """The source's url with its query_params (and an api_key auth param) added."""
     api = source.api
     params = dict(api.query_params) if api else {}
     return with_query(source.url, {**params, **auth_params(source)})
 
 
-def page_url(source: Any, page: int) -> str:
+def page_url(source: SourceView, page: int) -> str:
     """The address of page `page` (1, 2, ...) for `page_param` paging."""
     api = source.api
     start = int(api.query_params.get(api.page_param, 1))
     return with_query(first_page_url(source), {api.page_param: str(start + page - 1)})
 
 
-def request_headers(source: Any) -> dict[str, str]:
+def request_headers(source: SourceView) -> dict[str, str]:
     """The source's headers, its header_params and its auth header: never a query parameter."""
     headers = dict(source.headers)
-    if getattr(source, "api", None):
+    if source.api:
         headers.update(source.api.header_params)
-    auth = getattr(source, "auth", None)
+    auth = source.auth
     if auth is not None and not auth.param:
         token = _token(auth)
         headers["Authorization" if auth.type == "bearer" else auth.header] = \
@@ -181,8 +182,8 @@ def request_headers(source: Any) -> dict[str, str]:
     return headers
 
 
-def auth_params(source: Any) -> dict[str, str]:
-    auth = getattr(source, "auth", None)
+def auth_params(source: SourceView) -> dict[str, str]:
+    auth = source.auth
     return {auth.param: _token(auth)} if auth is not None and auth.param else {}
 
 
@@ -201,7 +202,7 @@ def with_query(url: str, params: Mapping[str, str]) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
 
 
-def _token(auth: Any) -> str:
+def _token(auth: Auth) -> str:
     token = auth.token()
     if not token:
         raise FetchError(f"the environment variable {auth.token_env} (auth token_env) is empty or not set")

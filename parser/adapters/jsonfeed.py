@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ParseError
-from ..record import clean_text, html_to_text, title_text, utc_iso
+from ..record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..source_view import SourceView
 from ..urls import canonical_url
-from . import Parsed
+from .parsed import Parsed
 
 VERSION_PREFIX = "https://jsonfeed.org/version/"
 
@@ -31,7 +32,7 @@ def kind_of(version: str) -> str:
     return "jsonfeed" + number.replace(".", "")
 
 
-def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str) -> Parsed:
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str) -> Parsed:
     """Parse a JSON Feed body; raise ParseError when it is not JSON or not a JSON Feed."""
     document = load_json(body)
     version = version_of(document)
@@ -41,7 +42,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fet
     return parse_document(document, source=source, fetched=fetched)
 
 
-def parse_document(document: Mapping[str, Any], *, source: Any, fetched: str) -> Parsed:
+def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: str) -> Parsed:
     items = document.get("items")
     if not isinstance(items, list):
         raise ParseError("JSON Feed without an items list")
@@ -67,7 +68,7 @@ def load_json(body: bytes) -> Any:
         raise ParseError(f"not valid JSON: {str(exc)[:150]}") from None
 
 
-def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched: str) -> dict:
+def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched: str) -> Record:
     link = _text(item.get("url")) or _text(item.get("external_url"))
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):

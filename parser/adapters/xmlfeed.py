@@ -21,17 +21,17 @@ import re
 import threading
 from collections.abc import Mapping
 from html.entities import html5
-from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree as etree
 
 from ..charset import to_utf8
 from ..dates import read_date
-from ..record import CONTROL_BYTES, clean_text, title_text
+from ..record import CONTROL_BYTES, AdapterRecord, clean_text, title_text
+from ..source_view import SourceView
 from ..urls import canonical_url, is_canonical_already
-from . import Parsed, select_newest
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
+from .parsed import Parsed, select_newest
 
 ATOM10 = "http://www.w3.org/2005/Atom"
 ATOM03 = "http://purl.org/atom/ns#"
@@ -117,7 +117,7 @@ def _parser() -> etree.XMLParser:
     return parser
 
 
-def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: Any, fetched: str,
+def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str,
           limit: int | None = None) -> Parsed | None:
     """The feed's records (at most `limit`, the newest), or None when feedparser should read it."""
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
@@ -301,7 +301,7 @@ def _entry_date(entry: etree._Element) -> tuple[str, bool]:
 
 
 def _record(entry: etree._Element, source_name: str, fetched: str, dated: tuple[str, bool] | None,
-            notes: set[str]) -> dict:
+            notes: set[str]) -> AdapterRecord:
     fields = _fields(entry)
     published, zoned = dated or _published(fields)
     if not zoned:

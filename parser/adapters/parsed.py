@@ -1,0 +1,41 @@
+"""What an adapter returns for one body (Parsed), and which of its records a poll keeps (newest).
+Its own module so the adapters and their dispatch (adapters/__init__.py) import it without a circle."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ..record import Record
+
+Item = TypeVar("Item")
+
+
+@dataclass
+class Parsed:
+    records: list[Record]
+    # Problems that did not stop the parse (a truncated feed kept what parsed): one line each.
+    warnings: list[str] = field(default_factory=list)
+    kind: str = ""  # what was found, for the log: "rss20", "atom10", ...
+    next_url: str | None = None  # json_api with a `next` path: the address of the following page
+    # Facts about the source worth a line in parser.log once per run (not errors): "dates without a
+    # time zone are taken as UTC".
+    notes: list[str] = field(default_factory=list)
+    home: str = ""  # the feed's own page (RSS channel link, Atom alternate, JSON Feed home_page_url)
+    feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
+
+
+FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed the body to feedparser
+
+
+def newest(records: list[Record], limit: int) -> list[Record]:
+    """The `limit` newest records: by date when every record has one, else in the source's order.
+    Applied by parser/poll.py to what a poll takes, never to pushed records."""
+    return select_newest(records, [r["published"] for r in records], limit)
+
+
+def select_newest(items: list[Item], dates: list[str], limit: int) -> list[Item]:
+    """`newest` over anything with a UTC ISO date each (the fast path picks entries before reading them)."""
+    if len(items) > limit and all(dates):
+        order = sorted(range(len(items)), key=dates.__getitem__, reverse=True)
+        return [items[i] for i in order[:limit]]
+    return items[:limit]

@@ -1,0 +1,79 @@
+"""One flush of the daemon: every technique's sink into its table (the feeds' first, then each job's),
+with one error path: a table that cannot be written keeps its rows staged for the next flush, and the
+others go on. Its outcome goes to the operator: daemon.json's flushes and the status page's health.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from db.store import Database
+
+from . import logs
+from .errors import StorageError
+from .runinfo import Health, RunInfo
+from .sink import PrintSink, Sink
+from .state import iso
+from .urls import redact_url
+
+log = logging.getLogger("parser")
+
+
+@dataclass(frozen=True)
+class Flushed:
+    ok: bool
+    rows: int              # written by this flush
+    already: int           # staged rows the table held already (a batch loaded again after a crash)
+    error: str | None      # the failed tables' errors, "; "-joined
+
+
+def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *, db_url: str) -> Flushed:
+    """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
+    flush (`why` "stop" or "once"); an interval with nothing to write says nothing."""
+    written = already = 0
+    errors: list[str] = []
+    for sink in sinks:
+        # The Bloom filter is saved here, not per poll: it can be megabytes, and a restart catches
+        # up from the hash file anyway.
+        sink.save()
+        feeds = sink is sinks[0]
+        try:
+            rows, known = sink.flush(db)
+        except StorageError as exc:
+            pending = sink.staging.pending_rows()
+            logs.error_line("flush", redact_url(db_url), f"{exc}; {pending} records kept in staging for the next "
+                            "flush" + ("" if feeds else f" (table {sink.table})"))
+            log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
+            errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
+            continue
+        written, already = written + rows, already + known
+        if rows or known or (feeds and why in ("stop", "once")):
+            log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
+                     f", {known} already stored" if known else "")
+    return Flushed(ok=not errors, rows=written, already=already, error="; ".join(errors) or None)
+
+
+class FlushRecord:
+    """The flushes' outcomes for the operator: daemon.json's (RunInfo.flushed), and the Health the status
+    page reads (replaced whole, as the page's threads read it), which names the first failed flush in a row."""
+
+    def __init__(self, run_info: RunInfo, wall: Callable[[], float]):
+        self.run_info, self.wall = run_info, wall
+        self.health = Health(tick=time.monotonic(), flush_ok=True, reason="starting")
+        self.failing_since: str | None = None  # ISO time of the first of the failed flushes in a row
+
+    def beat(self) -> None:
+        """The main loop went round (or waited): /healthz sees it alive."""
+        self.health = replace(self.health, tick=time.monotonic())
+
+    def record(self, why: str, flushed: Flushed, seconds: float) -> None:
+        self.run_info.flushed(at=iso(self.wall()), why=why, ok=flushed.ok, rows=flushed.rows,
+                              already=flushed.already, seconds=seconds, error=flushed.error)
+        if flushed.ok:
+            self.failing_since = None
+        elif self.failing_since is None:
+            self.failing_since = iso(self.wall())
+        self.health = Health(tick=time.monotonic(), flush_ok=flushed.ok, reason="ok" if flushed.ok else
+                             f"the last flush failed (failing since {self.failing_since}): {flushed.error}")

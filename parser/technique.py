@@ -1,0 +1,67 @@
+"""What the daemon's loop asks of a technique: the feeds' cyclic pass (parser/feed_pass.py) and the
+two-pass jobs (parser/jobs.py) both answer these calls, and the loop knows nothing else of them.
+
+A turn of the loop: offer() on each, the scheduler dispatches, its absorb() hands every piece of work
+that finished to the `absorb` its technique gave with it (parser/scheduler.py's Work: kept for the
+turn), then stage() on each. At a flush, sinks(); at the stop, keep_finished() and close().
+Techniques makes them one: the loop calls it as it would call one technique.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from .sink import PrintSink, Sink
+
+
+class Technique(Protocol):
+    def offer(self) -> None:
+        """Main thread: hand the work due now to the scheduler (parser/scheduler.py), each Work with
+        the technique's own step for its result."""
+
+    def stage(self) -> None:
+        """Main thread, after the scheduler's absorb: stage what came back this turn (records before
+        the state that says they were fetched), then its state and log lines."""
+
+    def keep_finished(self) -> None:
+        """Stopping, or --once done: what came back is staged; what the stop cut short is no failure."""
+
+    def finished(self) -> bool:
+        """--once: nothing of this run is left to offer, running or to stage."""
+
+    def sinks(self) -> list[Sink | PrintSink]:
+        """Where its records are staged; flushed by the daemon, the feeds' first."""
+
+    def close(self) -> None:
+        """Files and connections of its own closed (the sinks included)."""
+
+
+class Techniques:
+    """The techniques the loop drives, the feeds' first: each call goes to each of them in turn."""
+
+    def __init__(self, *techniques: Technique):
+        self.each: list[Technique] = list(techniques)
+
+    def add(self, technique: Technique) -> None:
+        self.each.append(technique)
+
+    def offer(self) -> None:
+        for technique in self.each:
+            technique.offer()
+
+    def stage(self) -> None:
+        for technique in self.each:
+            technique.stage()
+
+    def keep_finished(self) -> None:
+        for technique in self.each:
+            technique.keep_finished()
+
+    def finished(self) -> bool:
+        return all(technique.finished() for technique in self.each)
+
+    def sinks(self) -> list[Sink | PrintSink]:
+        return [sink for technique in self.each for sink in technique.sinks()]
+
+    def close(self) -> None:
+        for technique in self.each:
+            technique.close()
