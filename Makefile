@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 ARGS ?=
 PYTEST_ARGS ?=
+# Test processes side by side (pytest-xdist). Most tests wait on a daemon subprocess or the loopback
+# network, not the CPU, so more workers than cores pays; `make test WORKERS=0` runs in one process.
+# loadscope: the tests sharing one module-scoped daemon run stay on one worker (tests/conftest.py).
+WORKERS ?= 4
 # Tests that need PostgreSQL use this URL, and skip with the reason when it is unreachable.
 export PARSER_TEST_PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 
@@ -23,7 +27,7 @@ once: $(VENV)/.ready
 	$(BIN)/python run_daemon.py --once $(ARGS)
 
 test: $(VENV)/.ready
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(VENV)/.ready
 	$(BIN)/ruff check .

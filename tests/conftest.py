@@ -3,6 +3,7 @@ the corpus folder, and a PostgreSQL database per test."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +16,41 @@ from tests.server import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("PARSER_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+# How pytest-xdist (`make test`: -n, --dist loadscope) shares the tests out; in one process (-n 0, or a
+# plain pytest) nothing here applies.
+SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\(scope=["'](module|class|package)["']""")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadscope, our way: the tests of a file that defines a module- or class-scoped fixture
+    (a daemon run whose results many tests read) go to one worker, so that run happens once; every
+    other test goes to whichever worker is free, on its own. (--dist loadgroup would do the same from
+    xdist_group marks, but pytest 9.2 broke it: pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        shares: dict[str, bool] = {}
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path not in self.shares:
+                source = config.rootpath / path
+                self.shares[path] = source.is_file() and bool(SHARED_FIXTURE.search(source.read_text("utf-8")))
+            return path if self.shares[path] else nodeid
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker, the slow tests are handed out first, so the quick ones fill the
+    workers at the end instead of one slow test running alone. A stable sort: every worker collects
+    the same order, as it must."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture

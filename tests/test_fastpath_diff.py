@@ -235,6 +235,7 @@ def test_fastfeedparser_integration_feeds():
     assert not unexplained, "\n".join(unexplained)
 
 
+@pytest.mark.slow
 def test_the_200_benchmark_feeds():
     root = _corpus_root()
     files = sorted(p for p in (root / "fastfeedparser" / "benchmark_data").iterdir() if p.is_file())

@@ -1,0 +1,114 @@
+"""Both passes of the two-pass jobs in-process (parser/jobs.py's JobRunner on a real Scheduler and
+Fetcher, against the shop on 127.0.0.1), driven through the calls the daemon's loop makes of a
+technique (parser/technique.py: offer, stage, finished, keep_finished, sinks). Pass 1 writes the link
+file (a template, or a harvest that follows listings), pass 2 fetches each link once and stages one
+record per object, and a flush stores them. The same runs through run_daemon.py are in
+test_twopass_e2e.py; these show the passes themselves, without a process."""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from db.store import Database
+from parser.fetch import Fetcher
+from parser.jobs import JobRunner
+from parser.scheduler import Scheduler
+from parser.settings import Settings, settings_from_dict
+from tests.shop import HARVEST_FIELDS, Shop
+
+
+@pytest.fixture
+def shop(server) -> Shop:
+    return Shop(server)
+
+
+def job_settings(folder: Path, *jobs: dict) -> Settings:
+    return settings_from_dict({"LINK_JOBS": list(jobs), "DB_URL": "sqlite:///db/items.db"}, folder / "params.py")
+
+
+def run_jobs_once(settings: Settings) -> None:
+    """What `run_daemon.py --once` does with the jobs, on the loop's calls alone: offer until the
+    scheduler is idle and the jobs are finished, staging after every absorb; then one flush."""
+    stop = threading.Event()
+    fetcher = Fetcher(user_agent=settings.user_agent, timeout=settings.timeout, deadline=settings.deadline,
+                      max_bytes=settings.max_bytes, max_redirects=settings.max_redirects,
+                      per_host=settings.per_host, pool_size=settings.concurrency, stop=stop)
+    scheduler = Scheduler(settings.concurrency, settings.per_host)
+    runner = JobRunner(settings, list(settings.link_jobs), fetcher=fetcher, scheduler=scheduler, stop=stop,
+                       once=True)
+    runner.open()
+    db = Database(settings.db_url)
+    try:
+        while True:
+            runner.offer()
+            if scheduler.idle() and runner.finished():
+                break
+            scheduler.dispatch()
+            scheduler.absorb(0.1)
+            runner.stage()
+        runner.keep_finished()
+        for sink in runner.sinks():
+            sink.flush(db)
+    finally:
+        runner.close()
+        scheduler.close()
+        db.close()
+
+
+def stored(folder: Path, table: str) -> dict[str, dict]:
+    """path of the object's URL -> its row."""
+    db = Database(f"sqlite:///{folder / 'db' / 'items.db'}")
+    try:
+        with db.engine.connect() as conn:
+            rows = [dict(r._mapping) for r in conn.exec_driver_sql(f"SELECT * FROM {table} ORDER BY id")]
+    finally:
+        db.close()
+    return {"/" + r["url"].split("/", 3)[3]: r for r in rows}
+
+
+def link_statuses(folder: Path, job: str) -> dict[str, str]:
+    """URL -> its last status in the job's status log."""
+    out = {}
+    for line in (folder / "staging" / "jobs" / job / "links.status").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#") and line.count("\t") >= 3:
+            parts = line.split("\t")
+            out[parts[3]] = parts[1]
+    return out
+
+
+def test_a_harvest_finds_the_objects_and_pass_2_stores_each_once_with_its_fields(server, shop, tmp_path, caplog):
+    harvest = {"root": server.url("/"), "follow": r"/(list|calendar)/", "depth": 3}
+    settings = job_settings(tmp_path, {"name": "shop", "harvest": harvest, "objects": r"/item/\d+$",
+                                       "fields": HARVEST_FIELDS})
+    with caplog.at_level(logging.INFO):
+        run_jobs_once(settings)
+    rows = stored(tmp_path, "shop")
+    assert set(rows) == {f"/item/{n}" for n in range(1, 9)}
+    assert rows["/item/5"]["name"] == "Item 5" and rows["/item/5"]["price"] == "5.99"
+    assert rows["/item/3"]["price"] == ""  # no price on the page: empty, and counted
+    assert "shop  pass 2: 9 fetched: 8 new, 0 duplicates, 1 gone (404/410), 0 to retry, 0 given up; " \
+           "empty fields: price 1; 0 pending" in caplog.text
+    assert f"shop  {server.url('/item/404')}  HTTP 404 Not Found; not asked again" in caplog.text
+    assert shop.item_hits() == {f"/item/{n}": 1 for n in [*range(1, 9), 404]}
+
+    shop.add_item(9, on_list=2)  # a second run: the listings again, no object twice, the new one stored
+    run_jobs_once(settings)
+    assert shop.item_hits() == {f"/item/{n}": 1 for n in [*range(1, 10), 404]}
+    assert set(stored(tmp_path, "shop")) == {f"/item/{n}" for n in range(1, 10)}
+
+
+def test_a_template_range_writes_its_links_and_a_missing_object_is_gone_for_good(server, shop, tmp_path):
+    settings = job_settings(tmp_path, {"name": "pages", "template": server.url("/item/{id}"),
+                                       "values": {"id": {"from": 1, "to": 10}}, "fields": HARVEST_FIELDS})
+    run_jobs_once(settings)
+    assert set(stored(tmp_path, "pages")) == {f"/item/{n}" for n in range(1, 9)}
+    link_file = (tmp_path / "staging" / "jobs" / "pages" / "links.txt").read_text(encoding="utf-8")
+    links = [line.split("\t")[0] for line in link_file.splitlines() if line and not line.startswith("#")]
+    assert links == [server.url(f"/item/{n}") for n in range(1, 11)]
+    assert link_statuses(tmp_path, "pages")[server.url("/item/10")] == "gone"
+    run_jobs_once(settings)
+    assert shop.item_hits() == {f"/item/{n}": 1 for n in range(1, 11)}  # 404s are final too
+    assert len(stored(tmp_path, "pages")) == 8
