@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from parser.dedup import HashFile
+from parser.pipeline.dedup import HashFile
 
 LINE = 57  # sha224 hex + newline
 POLL = 50  # records a feed poll hands to the check at once

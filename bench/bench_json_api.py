@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from parser.adapters import parse_body
-from parser.settings import settings_from_dict
+from parser.settings.params import settings_from_dict
 from tests.server import LoopbackServer, reply
 
 ROOT = Path(__file__).resolve().parents[1]

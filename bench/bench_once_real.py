@@ -15,7 +15,7 @@ Prints wall time, peak RSS (os.wait4's ru_maxrss of the process) and rows stored
 wall time goes (fetch, parse, uniqueness, staging, flush); how many feeds went to the feedparser
 fallback ("via feedparser" in parser.log). Goal (issue 10): ours faster than newsboat, under 300 MiB.
 Run with --repeat 1 and --repeat 5 to see that peak RSS follows CONCURRENCY, not the number of feeds;
-with MALLOC_ARENA_MAX=16 in the environment (glibc's default on 2 cores) to see why parser/memory.py
+with MALLOC_ARENA_MAX=16 in the environment (glibc's default on 2 cores) to see why parser/core/memory.py
 caps malloc's arenas.
 """
 from __future__ import annotations

@@ -24,9 +24,9 @@ import lxml.etree
 
 from parser.adapters import FALLBACK, jsonfeed, looks_like_json, newest, parse_body
 from parser.adapters import feed as feedparser_adapter
-from parser.errors import ParseError
-from parser.sanitize import finish_record
-from parser.settings import Source
+from parser.adapters.sanitize import finish_record
+from parser.core.errors import ParseError
+from parser.settings.params import Source
 
 CORPUS = Path(os.environ.get("PARSER_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 DATA = CORPUS / "fastfeedparser" / "benchmark_data"

@@ -33,8 +33,8 @@ MAX_ITEMS = 50
 def child(what: str, contents_path: str) -> None:
     """The measured run: set-up always, then the work `what` names ("" for the set-up alone)."""
     from parser.adapters import parse_body
-    from parser.sanitize import safe_html
-    from parser.settings import Source
+    from parser.adapters.sanitize import safe_html
+    from parser.settings.params import Source
     bodies = [p.read_bytes() for p in sorted(DATA.iterdir()) if p.is_file()]
     source = Source(name="bench", url=URL, max_items=MAX_ITEMS)
     contents = pickle.loads(Path(contents_path).read_bytes())
@@ -58,7 +58,7 @@ def child(what: str, contents_path: str) -> None:
 def kept_contents() -> list[tuple[str, str]]:
     """(content, base) of every record a poll keeps, before sanitizing: what safe_html is given."""
     from parser.adapters import xmlfeed
-    from parser.settings import Source
+    from parser.settings.params import Source
     source = Source(name="bench", url=URL, max_items=MAX_ITEMS)
     found = []
     for path in sorted(DATA.iterdir()):

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path.cwd()
 sys.path.insert(0, str(ROOT))
 
-from parser.record import RECORD_FIELDS  # noqa: E402
-from parser.staging import StagingFile  # noqa: E402
+from parser.core.record import RECORD_FIELDS  # noqa: E402
+from parser.pipeline.staging import StagingFile  # noqa: E402
 
 COLUMNS = ("hash", *RECORD_FIELDS)
 

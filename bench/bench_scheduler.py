@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from parser.source_schedule import spread_offset
+from parser.sources.source_schedule import spread_offset
 from tests.feeds import numbered_items, rss
 from tests.server import LoopbackServer
 

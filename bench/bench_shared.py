@@ -1,4 +1,4 @@
-"""SHARED = True: several daemons, one PostgreSQL (parser/shared.py, db/coord.py).
+"""SHARED = True: several daemons, one PostgreSQL (parser/group/shared.py, db/coord.py).
 
     PARSER_TEST_PG_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python -m bench.bench_shared \
         [--sources 600] [--daemons 1,2,4] [--table-sizes 100000,1000000]

@@ -5,7 +5,7 @@
 Runs parser.cli.main unchanged, with a clock around each phase's one entry point (nothing else is
 replaced), and writes the sums to TIMINGS.json before leaving as run_daemon.py does:
 - fetch: Fetcher.get, in the worker threads (wall seconds summed over threads: mostly waiting);
-- parse: parse_body as parser/poll.py calls it, in the worker threads (CPU seconds of those threads,
+- parse: parse_body as parser/sources/poll.py calls it, in the worker threads (CPU seconds of those threads,
   so that time spent waiting for the GIL is not counted twice);
 - uniqueness: sink.select_new (identity keys and the hash-file check), on the main thread;
 - staging: the rest of Sink.stage_many (CSV append, fsync, hashes remembered), on the main thread;
@@ -21,8 +21,10 @@ import threading
 import time
 from collections import defaultdict
 
-from parser import cli, poll, sink
-from parser.fetch import Fetcher
+from parser import cli
+from parser.fetch.http import Fetcher
+from parser.pipeline import sink
+from parser.sources import poll
 
 _wall: dict[str, float] = defaultdict(float)
 _cpu: dict[str, float] = defaultdict(float)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import psycopg
 
 from db.store import SCHEMA_LOCK_KEY  # one lock for both sets of tables
-from parser.errors import StorageError
+from parser.core.errors import StorageError
 
 log = logging.getLogger("parser")
 
@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS parser_hosts (
     held_until timestamptz
 );
 -- A source's Retry-After holds its host's crawl (the jobs' requests), not the host's other sources:
--- parser/host_slots.py. Added after the table: ADD COLUMN IF NOT EXISTS for a group made before.
+-- parser/fetch/host_slots.py. Added after the table: ADD COLUMN IF NOT EXISTS for a group made before.
 ALTER TABLE parser_hosts ADD COLUMN IF NOT EXISTS crawl_held_until timestamptz;
 
 -- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs. A

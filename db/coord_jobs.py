@@ -1,6 +1,6 @@
 """The shared tables of two-pass jobs (SHARED = True): the link frontier (parser_links), pass 1's
 turn and last run (an advisory lock per job, parser_jobs) and per-host politeness (parser_hosts).
-The daemon side is parser/shared_jobs.py; the connection and the schema are db/coord.py's."""
+The daemon side is parser/group/shared_jobs.py; the connection and the schema are db/coord.py's."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -143,7 +143,7 @@ class JobTables:
 
     def hold_host(self, host: str, seconds: float, *, crawl_only: bool = False) -> None:
         """No request to the host for `seconds`; with crawl_only, no request of the jobs (a source's
-        Retry-After: parser/host_slots.py)."""
+        Retry-After: parser/fetch/host_slots.py)."""
         column = "crawl_held_until" if crawl_only else "held_until"
         self.execute(f"""
             INSERT INTO parser_hosts AS h (host, {column}) VALUES (%(host)s, now() + make_interval(secs => %(s)s))

@@ -1,5 +1,5 @@
 """The shared tables of pushed sources (SHARED = True): delivery ids taken (parser_deliveries) and one
-WebSub subscription per source (parser_websub). The daemon side is parser/shared_push.py."""
+WebSub subscription per source (parser_websub). The daemon side is parser/group/shared_push.py."""
 from __future__ import annotations
 
 from db.coord import Coordinator

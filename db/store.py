@@ -21,9 +21,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from db.faults import Fault, classify
-from parser import logs
-from parser.errors import RecordRefusedError, StorageError
-from parser.urls import redact_url
+from parser.core import logs
+from parser.core.errors import RecordRefusedError, StorageError
+from parser.core.urls import redact_url
 
 log = logging.getLogger("parser")
 CHUNK_ROWS = 500

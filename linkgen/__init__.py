@@ -3,5 +3,5 @@
 templates.py expands a template over lists, number ranges and date ranges; harvest.py walks a
 site from a root page as spec.py's HarvestSpec says; politeness.py keeps both to robots.txt and
 per-host delays; linkfile.py keeps the links and what pass 2 did with each, in files a person can
-read, safe across kill -9. linkgen reads no settings module: parser/job_settings.py builds its specs.
+read, safe across kill -9. linkgen reads no settings module: parser/settings/link_jobs.py builds its specs.
 """

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from parser.host_slots import host_key
+from parser.fetch.host_slots import host_key
 
 MAX_PARKED_PER_POP = 10_000  # a pop that meets this many links of held hosts in a row gives up for now
 

@@ -24,11 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from parser.durable import AppendFile
-from parser.errors import FetchError, ParseError
-from parser.fetch import Fetcher
-from parser.pages import page_links, parse_html
-from parser.urls import canonical_url
+from parser.core.durable import AppendFile
+from parser.core.errors import FetchError, ParseError
+from parser.core.urls import canonical_url
+from parser.fetch.http import Fetcher
+from parser.fetch.pages import page_links, parse_html
 
 from .frontier import HostFrontier
 from .linkfile import MAX_ATTEMPTS, Link, append_lines, open_append, read_lines

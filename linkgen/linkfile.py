@@ -9,10 +9,10 @@ Two append-only text files in the job's folder under STAGING_DIR:
   which the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
   (pending again). Lines without the line number (written by earlier versions) are matched by URL.
 A link with no status line is pending. Appends are whole lines followed by fsync, and one that fails
-half-way (a full disk) is taken back (parser/durable.py); a line torn by a crash is cut at start. A
+half-way (a full disk) is taken back (parser/core/durable.py); a line torn by a crash is cut at start. A
 status is written only after the record it covers is staged, so a kill loses at most the status of
 records staged a moment before; the job runner recovers those from the staging CSV (see
-parser/jobs.py). A read-only LinkFile (for --dry-run) reads both files as they are and keeps every
+parser/jobs/runner.py). A read-only LinkFile (for --dry-run) reads both files as they are and keeps every
 change in memory.
 
 Memory and time are O(1) per link, so a template of ten million links fits in a few tens of MiB:
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from parser import durable
-from parser.durable import AppendFile
+from parser.core import durable
+from parser.core.durable import AppendFile
 
 MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer

@@ -1,5 +1,5 @@
 """Being a good guest: robots.txt (parsed by protego) and its Crawl-delay, and a page fetched only
-when its host's slots (parser/host_slots.py: the job's delay, a Retry-After hold) allow it.
+when its host's slots (parser/fetch/host_slots.py: the job's delay, a Retry-After hold) allow it.
 
 Shared by the worker threads of a run, so it locks; nothing here writes a file. A held host gets
 no request at all (robots.txt included) until its hold ends: the fetcher asks its HostSlots inside
@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from parser.errors import FetchError
-from parser.fetch import Fetcher, FetchResult
-from parser.host_slots import HostHeldError, HostSlots, host_key
+from parser.core.errors import FetchError
+from parser.fetch.host_slots import HostHeldError, HostSlots, host_key
+from parser.fetch.http import Fetcher, FetchResult
 
 __all__ = ["HTML_ACCEPT", "HostHeldError", "HostSlots", "Robots", "host_key", "polite_get"]
 

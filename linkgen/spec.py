@@ -1,4 +1,4 @@
-"""What a harvest is asked to do: the frozen HarvestSpec that parser/job_settings.py checks a job's
+"""What a harvest is asked to do: the frozen HarvestSpec that parser/settings/link_jobs.py checks a job's
 `harvest` dict into and linkgen/harvest.py walks by. It lives here so linkgen needs nothing from the
 settings modules (which import linkgen for templates)."""
 from __future__ import annotations

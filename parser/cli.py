@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__, logs
-from .errors import HistoryMismatchError, LockHeldError, SettingsError, StorageError
-from .protocols import opml_sources
+from . import __version__
+from .core import logs
+from .core.errors import HistoryMismatchError, LockHeldError, SettingsError, StorageError
+from .sources.protocols import opml_sources
 
 EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
 DEFAULT_PARAMS = "params.py"  # in the current folder: the project is where the operator stands
@@ -88,7 +89,7 @@ def add_status(commands) -> None:
 
 
 def add_control(commands) -> None:
-    """`reset SOURCE` and `poll SOURCE`, handed to the running daemon (parser/control.py)."""
+    """`reset SOURCE` and `poll SOURCE`, handed to the running daemon (parser/operate/control.py)."""
     for verb, what in (("reset", "clear a source's failures and dead mark, and poll it now"),
                        ("poll", "poll a source now")):
         cmd = commands.add_parser(verb, help=f"{what} (handed to the running daemon)")
@@ -103,7 +104,7 @@ COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
 
 
 def _settings_or_exit(args: argparse.Namespace):
-    from .settings_read import read_settings  # imported on first use: a command loads what it runs
+    from .settings.read import read_settings  # imported on first use: a command loads what it runs
     try:
         return read_settings(args.params)  # within a time limit, as the daemon reads it
     except SettingsError as exc:
@@ -112,7 +113,7 @@ def _settings_or_exit(args: argparse.Namespace):
 
 
 def status(args: argparse.Namespace) -> int:
-    from .status import print_status  # imported on first use: a command loads what it runs
+    from .operate.status import print_status  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
@@ -120,7 +121,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def control_command(args: argparse.Namespace) -> int:
-    from . import control  # imported on first use: a command loads what it runs
+    from .operate import control  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
@@ -128,7 +129,7 @@ def control_command(args: argparse.Namespace) -> int:
 
 
 def export_opml(args: argparse.Namespace) -> int:
-    from .opml import write_opml  # imported on first use: a command loads what it runs
+    from .sources.opml import write_opml  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
@@ -143,10 +144,10 @@ def export_opml(args: argparse.Namespace) -> int:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
+    from .core.memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
     from .daemon import Daemon, RunOptions  # imported on first use: a command loads what it runs
-    from .memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
-    from .settings_read import read_settings  # imported on first use: a command loads what it runs
-    cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/memory.py)
+    from .settings.read import read_settings  # imported on first use: a command loads what it runs
+    cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/core/memory.py)
     try:
         settings = read_settings(args.params)  # within a time limit: a params.py that blocks is exit 2
         options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,

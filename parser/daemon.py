@@ -1,11 +1,11 @@
-"""The loop: each turn the techniques offer the work that is due (the feeds' polls, parser/feed_pass.py;
-the jobs' pages and objects, parser/jobs.py), worker threads do it (parser/scheduler.py), and the main
+"""The loop: each turn the techniques offer the work that is due (the feeds' polls, parser/feeds/feed_pass.py;
+the jobs' pages and objects, parser/jobs/runner.py), worker threads do it (parser/fetch/scheduler.py), and the main
 thread stages what came back; every FLUSH_INTERVAL the staged records go to the database.
 
 This module is the loop and how it starts and stops. Everything that writes (staging, hash files,
 state, logs) runs in the main thread, one turn's results at a time, so nothing needs a lock and a slow
 source delays nothing but itself. Between turns: the operator's `reset`/`poll` requests
-(parser/operator_requests.py), pushed records (the inbox), and a SIGHUP's reload (parser/reload.py).
+(parser/operate/operator_requests.py), pushed records (the inbox), and a SIGHUP's reload (parser/operate/reload.py).
 """
 from __future__ import annotations
 
@@ -19,29 +19,29 @@ from typing import TextIO
 
 from db.store import Database
 
-from . import logs
-from .clock import ScheduleClock, wall
-from .control import ControlBox
-from .feed_pass import FeedPass
-from .fetch import Fetcher
+from .core import logs
+from .core.clock import ScheduleClock, wall
+from .core.lock import FolderLock
+from .core.runinfo import RunInfo, daemon_status_path
+from .core.urls import redact_url
+from .feeds.feed_pass import FeedPass
+from .fetch.http import Fetcher
+from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, flush_sinks
-from .job_files import JobFiles
-from .jobs import JobRunner
-from .lock import FolderLock
-from .operator_requests import OperatorRequests
-from .protocols import polled, pushed
-from .reload import Reload, Running
-from .run_options import RunOptions, select_jobs, select_sources
-from .runinfo import RunInfo, daemon_status_path
-from .scheduler import Scheduler
-from .settings import Settings
-from .state import iso
+from .jobs.job_files import JobFiles
+from .jobs.runner import JobRunner
+from .operate.control import ControlBox
+from .operate.operator_requests import OperatorRequests
+from .operate.reload import Reload, Running
+from .settings.params import Settings
+from .settings.run_options import RunOptions, select_jobs, select_sources
+from .sources.protocols import polled, pushed
+from .sources.state import iso
 from .technique import Techniques
-from .urls import redact_url
 
 __all__ = ["Daemon", "RunOptions"]
 log = logging.getLogger("parser")
-CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/control.py) and pushed records
+CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/operate/control.py) and pushed records
 STOPPED = {True: "stopped on signal; staged records flushed",  # by whether the last flush went through
            False: "stopped on signal; the flush failed, records stay in staging"}
 
@@ -51,13 +51,13 @@ class Daemon:
                  clock: Callable[[], float] | None = None, out: TextIO = sys.stdout):
         self.settings, self.options, self.out = settings, options, out
         self.stop = stop or threading.Event()
-        # Scheduling counts with the monotonic clock (parser/clock.py); what is written down, by the wall.
+        # Scheduling counts with the monotonic clock (parser/core/clock.py); what is written down, by the wall.
         self.clock = clock or ScheduleClock()
         self.wall = clock or wall
         sources = select_sources(settings, options)
         self.link_jobs = select_jobs(settings, options)
-        # Webhook sources are never polled: their records arrive at the listener (parser/webhook.py),
-        # as do WebSub pushes; both reach the main thread through the inbox (parser/inbox.py).
+        # Webhook sources are never polled: their records arrive at the listener (parser/push/webhook.py),
+        # as do WebSub pushes; both reach the main thread through the inbox (parser/pipeline/inbox.py).
         self.listened, self.sources = pushed(sources), polled(sources)
         self.lock = FolderLock(settings.staging_dir)
         self.shared = settings.shared and not options.dry_run  # a dry run opens its own files, in memory
@@ -68,8 +68,8 @@ class Daemon:
         self.feeds: FeedPass | None = None
         self.techniques = Techniques()  # the feeds, then the jobs
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
-        # For the operator: daemon.json (parser/runinfo.py), `reset`/`poll` requests, and the status page
-        # (parser/statuspage.py), which reads files and the flushes' health only.
+        # For the operator: daemon.json (parser/core/runinfo.py), `reset`/`poll` requests, and the status page
+        # (parser/operate/statuspage.py), which reads files and the flushes' health only.
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
         self.flushes = FlushRecord(self.run_info, self.wall)
         self.operator: OperatorRequests | None = None
@@ -95,13 +95,13 @@ class Daemon:
 
     def _open(self) -> None:
         """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
-        the jobs' files in memory (parser/job_files.py); no database, inbox, listener or daemon.json."""
+        the jobs' files in memory (parser/jobs/job_files.py); no database, inbox, listener or daemon.json."""
         s, dry_run = self.settings, self.options.dry_run
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
-        if self.shared:  # the host slots of the group: PER_HOST, pacing, holds (parser/shared_hosts.py)
-            from .shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)
+        if self.shared:  # the host slots of the group: PER_HOST, pacing, holds (parser/group/shared_hosts.py)
+            from .group.shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)
             self.fetcher.slots = SharedHostSlots(s.db_url, s.per_host, s.deadline, self.stop)
         self.scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
         self.feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
@@ -112,10 +112,10 @@ class Daemon:
         if not dry_run:
             self.db = Database(s.db_url, timeout=s.db_timeout)
             self.feeds.open_push(self.fetcher)
-        if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs.py)
+        if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
             job_files = JobFiles
-            if self.shared:  # the group's links (parser/shared_jobs.py)
-                from .shared_jobs import SharedJobFiles  # imported on first use: SHARED only (psycopg)
+            if self.shared:  # the group's links (parser/group/shared_jobs.py)
+                from .group.shared_jobs import SharedJobFiles  # imported on first use: SHARED only (psycopg)
                 job_files = SharedJobFiles
             jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
                              clock=self.clock, once=self.options.once, links_only=self.options.links_only,
@@ -138,7 +138,9 @@ class Daemon:
                                          save=lambda: self._save_state(force=True))
         self.feeds.polled = self.operator.answer_polled
         if self.settings.status_listen and not self.options.once:
-            from .statuspage import open_status_page  # imported on first use: STATUS_LISTEN only (start-up time)
+            from .operate.statuspage import (
+                open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
+            )
             self.status_page = open_status_page(self.settings, lambda: self.flushes.health)
             self.run_info.status_listen = self.status_page.base_url
 
@@ -154,7 +156,7 @@ class Daemon:
         self.lock.release()
 
     def request_reload(self) -> None:
-        """From the SIGHUP handler: only a flag, the main thread reloads (parser/reload.py)."""
+        """From the SIGHUP handler: only a flag, the main thread reloads (parser/operate/reload.py)."""
         self.reload.request()
 
     # -- the loop -----------------------------------------------------------------------------------
@@ -245,7 +247,7 @@ class Daemon:
         return flushed.ok
 
     def _save_state(self, *, force: bool = False) -> None:
-        """state.json and daemon.json, in batches (parser/source_schedule.py's SAVE_EVERY), not per poll;
+        """state.json and daemon.json, in batches (parser/sources/source_schedule.py's SAVE_EVERY), not per poll;
         `force` (a flush, the stop, an operator's request) writes both now."""
         saved = self.feeds.schedule.save(force=force)
         if saved:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 from db.store import Database
 
-from . import logs
-from .errors import StorageError
-from .runinfo import Health, RunInfo
-from .sink import PrintSink, Sink
-from .state import iso
-from .urls import redact_url
+from .core import logs
+from .core.errors import StorageError
+from .core.runinfo import Health, RunInfo
+from .core.urls import redact_url
+from .pipeline.sink import PrintSink, Sink
+from .sources.state import iso
 
 log = logging.getLogger("parser")
 

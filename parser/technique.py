@@ -1,8 +1,8 @@
-"""What the daemon's loop asks of a technique: the feeds' cyclic pass (parser/feed_pass.py) and the
-two-pass jobs (parser/jobs.py) both answer these calls, and the loop knows nothing else of them.
+"""What the daemon's loop asks of a technique: the feeds' cyclic pass (parser/feeds/feed_pass.py) and the
+two-pass jobs (parser/jobs/runner.py) both answer these calls, and the loop knows nothing else of them.
 
 A turn of the loop: offer() on each, the scheduler dispatches, its absorb() hands every piece of work
-that finished to the `absorb` its technique gave with it (parser/scheduler.py's Work: kept for the
+that finished to the `absorb` its technique gave with it (parser/fetch/scheduler.py's Work: kept for the
 turn), then stage() on each. At a flush, sinks(); at the stop, keep_finished() and close().
 Techniques makes them one: the loop calls it as it would call one technique.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .sink import PrintSink, Sink
+from .pipeline.sink import PrintSink, Sink
 
 
 class Technique(Protocol):
     def offer(self) -> None:
-        """Main thread: hand the work due now to the scheduler (parser/scheduler.py), each Work with
+        """Main thread: hand the work due now to the scheduler (parser/fetch/scheduler.py), each Work with
         the technique's own step for its result."""
 
     def stage(self) -> None:

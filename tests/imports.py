@@ -19,7 +19,7 @@ class Import:
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """parser/fetch.py -> parser.fetch; parser/adapters/__init__.py -> parser.adapters."""
+    """parser/fetch/http.py -> parser.fetch; parser/adapters/__init__.py -> parser.adapters."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

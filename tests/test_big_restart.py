@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from parser.record import RECORD_FIELDS
+from parser.core.record import RECORD_FIELDS
 
 WAITING = 200_000
 

@@ -2,7 +2,7 @@
 
 Within a run the daemon schedules by the monotonic clock; across a restart, saved due times further
 ahead than their interval (or hold) are pulled back. The daemon's wall clock is moved through the
-test hook PARSER_CLOCK_OFFSET_FILE (parser/clock.py): a file holding seconds added to the wall clock,
+test hook PARSER_CLOCK_OFFSET_FILE (parser/core/clock.py): a file holding seconds added to the wall clock,
 re-read at every call, which the test rewrites while the daemon runs."""
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""parser/cpu_slots.py: parsing runs in at most one thread per core, whatever CONCURRENCY is."""
+"""parser/core/cpu_slots.py: parsing runs in at most one thread per core, whatever CONCURRENCY is."""
 from __future__ import annotations
 
 import threading
 import time
 
-from parser.cpu_slots import _cores, one_per_core
+from parser.core.cpu_slots import _cores, one_per_core
 
 
 def test_at_most_one_thread_per_core_runs_the_function():

@@ -1,11 +1,11 @@
-"""The plain ISO 8601 shortcut in parser/dates.py (datetime.fromisoformat) reads every text it takes
+"""The plain ISO 8601 shortcut in parser/core/dates.py (datetime.fromisoformat) reads every text it takes
 exactly as the careful path (dateutil) does, including the ones it hands back (hour 24, 30 February)."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser import dates
+from parser.core import dates
 
 
 def _two(low: int, high: int):

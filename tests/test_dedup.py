@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from parser import dedup
-from parser.dedup import HashFile, open_uniqueness
-from parser.errors import StorageError
+from parser.core.errors import StorageError
+from parser.pipeline import dedup
+from parser.pipeline.dedup import HashFile, open_uniqueness
 
 
 def digest(n: int, algorithm: str = "sha224") -> str:

@@ -1,4 +1,4 @@
-"""parser/durable.py in-process: the one crash-safe append every append-only file uses. A failed
+"""parser/core/durable.py in-process: the one crash-safe append every append-only file uses. A failed
 write (a full disk) is taken back, so the file never holds half a record; a torn tail (a kill -9
 mid-write) is cut at start after the last whole record; a file an editor saved without its last line
 end gets one in the next append. The kill -9 and RLIMIT_FSIZE tests (test_crash_safety.py,
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from parser import durable
-from parser.errors import StorageError
+from parser.core import durable
+from parser.core.errors import StorageError
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from parser import pages
-from parser.errors import ParseError
-from parser.extract import blank_values, compile_selector, extract_fields
-from parser.pages import page_links, parse_html
+from parser.adapters.extract import blank_values, compile_selector, extract_fields
+from parser.core.errors import ParseError
+from parser.fetch import pages
+from parser.fetch.pages import page_links, parse_html
 
 PRODUCT = """<!DOCTYPE html>
 <html><head><title>Shop</title></head><body>

@@ -21,11 +21,11 @@ import feedparser
 import pytest
 
 from parser.adapters import feed, xmlfeed
-from parser.errors import ParseError
-from parser.record import html_to_text
-from parser.sanitize import finish_record
-from parser.settings import Source
-from parser.urls import canonical_url
+from parser.adapters.sanitize import finish_record
+from parser.core.errors import ParseError
+from parser.core.record import html_to_text
+from parser.core.urls import canonical_url
+from parser.settings.params import Source
 from tests.conftest import corpus_dir
 
 URL = "http://127.0.0.1/feed.xml"

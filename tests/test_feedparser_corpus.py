@@ -11,9 +11,9 @@ import feedparser
 import pytest
 
 from parser.adapters import feed
-from parser.record import html_to_text, utc_iso
-from parser.settings import Source
-from parser.urls import canonical_url
+from parser.core.record import html_to_text, utc_iso
+from parser.core.urls import canonical_url
+from parser.settings.params import Source
 from tests.conftest import corpus_dir
 
 FOLDERS = ("rss", "rdf", "atom", "atom10")

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from parser.errors import FetchError
-from parser.fetch import Fetcher
+from parser.core.errors import FetchError
+from parser.fetch.http import Fetcher
 
 FETCHES = 12
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from parser.adapters import parse_body
 from parser.adapters.json_api import timestamp
-from parser.settings import Source
-from parser.source_view import JsonApi
+from parser.adapters.source_view import JsonApi
+from parser.settings.params import Source
 from tests.process import stop, wait_for
 
 # The identity of a record is another piece of work (issue 8, "Identity"): these tests key records by

@@ -10,7 +10,7 @@ import pytest
 from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
 from linkgen.politeness import HostSlots, Robots, host_key
 from linkgen.spec import HarvestSpec
-from parser.fetch import Fetcher
+from parser.fetch.http import Fetcher
 from tests.server import reply
 from tests.shop import HARVEST_FIELDS, Shop, page
 

@@ -1,4 +1,4 @@
-"""One host key and one host slot (parser/host_slots.py), asked by feed polls, harvest pages and pass-2
+"""One host key and one host slot (parser/fetch/host_slots.py), asked by feed polls, harvest pages and pass-2
 objects alike: the key is the same for every form of a host's address (IPv6 literals too, and the
 key of a key); a hold keeps requests off the host until its time on an injected clock; a Retry-After
 a job's request receives holds the host's feed polls, and a feed's holds the host's job links (in
@@ -15,11 +15,11 @@ import pytest
 from db.coord import Coordinator
 from db.coord_jobs import JobTables
 from linkgen.politeness import polite_get
-from parser.errors import FetchError
-from parser.fetch import Fetcher
-from parser.host_slots import MAX_HOLD, HostHeldError, HostSlots, host_key
-from parser.scheduler import Scheduler, Work
-from parser.shared_hosts import SharedHostSlots
+from parser.core.errors import FetchError
+from parser.fetch.host_slots import MAX_HOLD, HostHeldError, HostSlots, host_key
+from parser.fetch.http import Fetcher
+from parser.fetch.scheduler import Scheduler, Work
+from parser.group.shared_hosts import SharedHostSlots
 from tests.feeds import numbered_items, rss
 from tests.server import reply
 from tests.shop import HARVEST_FIELDS, Shop

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from db.store import Database
-from parser import logs
-from parser.errors import SettingsError
-from parser.record import RECORD_FIELDS
-from parser.sink import Sink, open_sink
+from parser.core import logs
+from parser.core.errors import SettingsError
+from parser.core.record import RECORD_FIELDS
+from parser.pipeline.sink import Sink, open_sink
 from tests.feeds import numbered_items, rss
 
 

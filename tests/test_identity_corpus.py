@@ -4,7 +4,7 @@ settings (parse_body -> Sink.stage -> flush into a SQLite file, one per corpus) 
 itself tells apart may be lost: a distinct guid, else a distinct link, else a distinct title, date
 or content. Prints per corpus "entries in / rows out".
 
-MAX_ITEMS is not applied: it is a poll's window (parser/poll.py), not identity. To stay under a
+MAX_ITEMS is not applied: it is a poll's window (parser/sources/poll.py), not identity. To stay under a
 minute, benchmark_data feeds over 64 KiB are left out (about 40 of its 44 MiB: feedparser reads them
 at a few MiB a minute); PARSER_CORPUS_FULL=1 takes them all.
 """
@@ -22,10 +22,10 @@ import pytest
 
 from db.store import Database
 from parser.adapters import feed, parse_body
-from parser.errors import ParseError
-from parser.record import RECORD_FIELDS
-from parser.settings import DEFAULTS, Source
-from parser.sink import Sink
+from parser.core.errors import ParseError
+from parser.core.record import RECORD_FIELDS
+from parser.pipeline.sink import Sink
+from parser.settings.params import DEFAULTS, Source
 from tests.conftest import CORPUS, Project, corpus_dir
 from tests.server import LoopbackServer
 
@@ -87,7 +87,7 @@ def told_apart_key(entry) -> tuple:
 
 class SeenByFeedparser:
     """feedparser.parse as it is, remembering what it found: the entries of the very parse the
-    pipeline made (the body after parser/charset.py), counted without parsing twice."""
+    pipeline made (the body after parser/fetch/charset.py), counted without parsing twice."""
 
     def __init__(self):
         self.real = feedparser.parse

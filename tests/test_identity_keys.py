@@ -1,12 +1,12 @@
-"""parser/identity.py on its own: keys by link are the hashes UNIQUE_FIELDS = ["link"] always wrote
+"""parser/pipeline/identity.py on its own: keys by link are the hashes UNIQUE_FIELDS = ["link"] always wrote
 (upgrade), and its shortcut to the canonical link agrees with urls.canonical_url on any URL."""
 from __future__ import annotations
 
 from hypothesis import given
 
-from parser.identity import Identity
-from parser.record import record_hash
-from parser.urls import canonical_url
+from parser.core.record import record_hash
+from parser.core.urls import canonical_url
+from parser.pipeline.identity import Identity
 from tests.test_properties import FAST, urls
 
 

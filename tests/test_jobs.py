@@ -1,4 +1,4 @@
-"""Both passes of the two-pass jobs in-process (parser/jobs.py's JobRunner on a real Scheduler and
+"""Both passes of the two-pass jobs in-process (parser/jobs/runner.py's JobRunner on a real Scheduler and
 Fetcher, against the shop on 127.0.0.1), driven through the calls the daemon's loop makes of a
 technique (parser/technique.py: offer, stage, finished, keep_finished, sinks). Pass 1 writes the link
 file (a template, or a harvest that follows listings), pass 2 fetches each link once and stages one
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from db.store import Database
-from parser.fetch import Fetcher
-from parser.jobs import JobRunner
-from parser.scheduler import Scheduler
-from parser.settings import Settings, settings_from_dict
+from parser.fetch.http import Fetcher
+from parser.fetch.scheduler import Scheduler
+from parser.jobs.runner import JobRunner
+from parser.settings.params import Settings, settings_from_dict
 from tests.shop import HARVEST_FIELDS, Shop
 
 

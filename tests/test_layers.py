@@ -24,21 +24,7 @@ GROUND = {"core", "fetch"}  # all that linkgen/ and db/ may use of parser
 DEFERRED_REASON = "# imported on first use"
 
 # Files still flat in parser/ -> the folder they move to. Empty once the folders are made.
-FLAT: dict[str, str] = {
-    **dict.fromkeys(["errors", "durable", "urls", "record", "dates", "clock", "jsonfile", "memory",
-                     "cpu_slots", "lock", "logs", "setting_values", "runinfo"], "core"),
-    **dict.fromkeys(["fetch", "charset", "discover", "ratelimit", "scheduler", "host_slots", "pages"], "fetch"),
-    **dict.fromkeys(["sanitize", "extract", "source_view"], "adapters"),
-    **dict.fromkeys(["fulltext", "identity", "dedup", "sink", "staging", "inbox", "quarantine", "history"],
-                    "pipeline"),
-    **dict.fromkeys(["source_options", "protocols", "source_schedule", "state", "poll", "opml"], "sources"),
-    **dict.fromkeys(["push", "listener", "webhook", "websub", "delivery"], "push"),
-    **dict.fromkeys(["settings", "settings_read", "job_settings", "run_options"], "settings"),
-    **dict.fromkeys(["jobs", "pass1", "pass2", "job_context", "job_files", "job_run"], "jobs"),
-    **dict.fromkeys(["shared", "shared_jobs", "shared_push", "shared_hosts"], "group"),
-    **dict.fromkeys(["feed_pass", "poll_outcome"], "feeds"),
-    **dict.fromkeys(["status", "statuspage", "control", "operator_requests", "reload"], "operate"),
-}
+FLAT: dict[str, str] = {}
 
 
 def floor_of(module: str, modules: dict[str, Path]) -> str:

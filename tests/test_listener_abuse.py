@@ -397,8 +397,8 @@ def test_a_delivery_of_120_items_is_taken_whole(hook):
 def test_refusals_going_on_cost_one_errors_log_line_a_minute(tmp_path):
     """RefusalLog with a controlled clock: five lines as they come, then one summary line per minute
     while refusals go on, and lines as they come again after a quiet minute."""
-    from parser import logs
-    from parser.listener import RefusalLog
+    from parser.core import logs
+    from parser.push.listener import RefusalLog
     now = [1000.0]
     logs.setup(tmp_path, console=False)
     try:

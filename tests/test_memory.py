@@ -1,4 +1,4 @@
-"""parser/memory.py: the daemon caps glibc's malloc arenas unless the operator chose a number."""
+"""parser/core/memory.py: the daemon caps glibc's malloc arenas unless the operator chose a number."""
 from __future__ import annotations
 
 import platform
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-CHECK = "from parser.memory import cap_malloc_arenas; print(cap_malloc_arenas())"
+CHECK = "from parser.core.memory import cap_malloc_arenas; print(cap_malloc_arenas())"
 
 
 def _run(env_extra: dict[str, str]) -> str:

@@ -10,8 +10,8 @@ from email.utils import formatdate
 
 import pytest
 
-from parser import logs
-from parser.fetch import Fetcher
+from parser.core import logs
+from parser.fetch.http import Fetcher
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
 from tests.server import reply

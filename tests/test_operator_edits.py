@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from db.store import Database
-from parser import logs
-from parser.dedup import open_uniqueness
-from parser.errors import StorageError
-from parser.record import RECORD_FIELDS, record_hash
-from parser.sink import Sink
-from parser.source_schedule import SourceSchedule
-from parser.staging import repair_torn_tail
-from parser.state import SourceState
+from parser.core import logs
+from parser.core.errors import StorageError
+from parser.core.record import RECORD_FIELDS, record_hash
+from parser.pipeline.dedup import open_uniqueness
+from parser.pipeline.sink import Sink
+from parser.pipeline.staging import repair_torn_tail
+from parser.sources.source_schedule import SourceSchedule
+from parser.sources.state import SourceState
 from tests.feeds import numbered_items, rss
 
 ALGORITHM = "sha224"
@@ -192,7 +192,7 @@ def schedule_on(path: Path, sources) -> SourceSchedule:
     ("etag", 5), ("hourly", [["2026-11-01T12", None, 0]]), ("totals", {"polls": None}),
 ])
 def test_a_damaged_field_is_named_with_its_source_and_reset_and_the_rest_kept(tmp_path, log_dir, field, value):
-    from parser.settings import Source
+    from parser.settings.params import Source
     path = tmp_path / "state.json"
     sources = [Source(name="a", url="http://127.0.0.1/a.xml"), Source(name="b", url="http://127.0.0.1/b.xml")]
     good = {"url": "http://127.0.0.1/a.xml", "etag": '"v1"', "failures": 2, "next_due": 999_000.0}
@@ -212,7 +212,7 @@ def test_a_damaged_field_is_named_with_its_source_and_reset_and_the_rest_kept(tm
 
 
 def test_a_source_entry_that_is_no_object_is_reported_and_started_afresh(tmp_path, log_dir):
-    from parser.settings import Source
+    from parser.settings.params import Source
     path = tmp_path / "state.json"
     path.write_text('{"a": null, "b": {"failures": 3, "url": "http://127.0.0.1/b.xml"}}')
     schedule = schedule_on(path, [Source(name="a", url="http://127.0.0.1/a.xml"),

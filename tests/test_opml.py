@@ -92,7 +92,7 @@ def test_export_opml_round_trips_through_the_importer(project, tmp_path, monkeyp
     other = project.folder / "other"
     other.mkdir()
     (other / "params.py").write_text(f"SOURCES_OPML = {str(tmp_path / 'out.opml')!r}\n", encoding="utf-8")
-    from parser.settings import load_settings
+    from parser.settings.params import load_settings
     back = {s.name: (s.url, s.tags) for s in load_settings(other / "params.py").sources}
     assert back == {"alpha": ("https://a.example/feed.xml", ("tech", "daily")),
                     "beta & co": ("https://b.example/rss?x=1&y=2", ()),

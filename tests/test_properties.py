@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from db.store import Database
 from parser.adapters.feed import _record
-from parser.record import RECORD_FIELDS
-from parser.sanitize import finish_record
-from parser.sink import Sink
-from parser.staging import StagingFile
-from parser.urls import canonical_url
+from parser.adapters.sanitize import finish_record
+from parser.core.record import RECORD_FIELDS
+from parser.core.urls import canonical_url
+from parser.pipeline.sink import Sink
+from parser.pipeline.staging import StagingFile
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,7 +65,7 @@ def test_a_canonical_http_url_keeps_no_credentials_or_fragment(url):
 
 
 # -- the staging CSV and the flush -----------------------------------------------------------------
-# Any text but NUL (SQLite and PostgreSQL text cannot hold it; parser.record.clean_text drops it and
+# Any text but NUL (SQLite and PostgreSQL text cannot hold it; parser.core.record.clean_text drops it and
 # other control characters on purpose before a record gets here). Surrogates are not text.
 cell = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=80)
 records = st.lists(st.fixed_dictionaries({f: cell for f in RECORD_FIELDS}), min_size=1, max_size=6)

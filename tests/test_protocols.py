@@ -1,4 +1,4 @@
-"""The table of protocols (parser/protocols.py) is what the settings check reads: a key a protocol
+"""The table of protocols (parser/sources/protocols.py) is what the settings check reads: a key a protocol
 does not take is refused naming the protocols that do; and the module layout issue 11 asks for holds
 (webhook and WebSub know the listener, not each other; linkgen reads no settings module)."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from parser.errors import SettingsError
-from parser.protocols import KEY_PROTOCOLS, PROTOCOLS, WEBSUB_FALLBACK_INTERVAL
-from parser.settings import load_settings
+from parser.core.errors import SettingsError
+from parser.settings.params import load_settings
+from parser.sources.protocols import KEY_PROTOCOLS, PROTOCOLS, WEBSUB_FALLBACK_INTERVAL
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUSED = [(key, name) for key, takers in KEY_PROTOCOLS.items() for name in PROTOCOLS if name not in takers]
@@ -56,12 +56,12 @@ def imports_of(path: Path) -> set[str]:
 
 
 def test_webhook_and_websub_do_not_import_each_other():
-    assert not {"parser.websub"} & imports_of(ROOT / "parser" / "webhook.py")
-    assert not {"parser.webhook"} & imports_of(ROOT / "parser" / "websub.py")
+    assert not {"parser.push.websub"} & imports_of(ROOT / "parser" / "push" / "webhook.py")
+    assert not {"parser.push.webhook"} & imports_of(ROOT / "parser" / "push" / "websub.py")
 
 
 def test_linkgen_reads_no_settings_module():
-    settings = {"parser.settings", "parser.job_settings", "parser.source_options"}
+    settings = {"parser.settings.params", "parser.settings.link_jobs", "parser.sources.source_options"}
     for path in sorted((ROOT / "linkgen").glob("*.py")):
         assert not settings & imports_of(path), path.name
 
@@ -99,7 +99,7 @@ def _text_constants(node: ast.expr) -> bool:
 def protocol_name_comparisons(code: str) -> list[str]:
     """The places in `code` that compare a protocol's name with a literal (`protocol == "webhook"`,
     `s.protocol in ("feed", "websub")`, `protocol_of(s).name != "feed"`, a `match` on one), or
-    look a row up by a literal name (`PROTOCOLS["websub"]`): decisions parser/protocols.py makes."""
+    look a row up by a literal name (`PROTOCOLS["websub"]`): decisions parser/sources/protocols.py makes."""
     found = []
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.Compare):

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from parser.ratelimit import RateLimits, TokenBucket, parse_rate
+from parser.fetch.ratelimit import RateLimits, TokenBucket, parse_rate
 from tests.server import reply
 
 

@@ -1,6 +1,6 @@
 """The daemon's one scheduler. Run as a user runs it: each source polled on its own time whatever
 another source does, flushes on FLUSH_INTERVAL, a poll's own seconds in the log, and a stop that is
-no source's failure. In-process (parser/scheduler.py on a simulated pool and clock): round-robin
+no source's failure. In-process (parser/fetch/scheduler.py on a simulated pool and clock): round-robin
 across hosts, so a host with many sources does not starve one with few; PER_HOST; results back to
 the main thread."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import pytest
 
-from parser.scheduler import Scheduler, Work
+from parser.fetch.scheduler import Scheduler, Work
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
 from tests.server import LoopbackServer, reply
@@ -207,7 +207,7 @@ def raise_it(exc: BaseException) -> None:
 def poll_sources_for(scheduler: Scheduler, pool: SimulatedPool, urls: list[str], interval: float,
                      until: float) -> None:
     """The daemon's part, in small: every source is added to the scheduler when it is due, and is due
-    again `interval` seconds after its poll started (as parser/source_schedule.py does); the clock
+    again `interval` seconds after its poll started (as parser/sources/source_schedule.py does); the clock
     runs on to the next end of a poll or the next due source, until `until`."""
     due = dict.fromkeys(urls, 0.0)
     queued: set[str] = set()

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 import parser
-from parser.errors import SettingsError
-from parser.settings import load_settings
+from parser.core.errors import SettingsError
+from parser.settings.params import load_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:

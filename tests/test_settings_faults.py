@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from parser.errors import SettingsError
-from parser.settings import DEFAULTS, settings_from_dict
-from parser.settings_read import SettingsRead, read_settings
+from parser.core.errors import SettingsError
+from parser.settings.params import DEFAULTS, settings_from_dict
+from parser.settings.read import SettingsRead, read_settings
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
 from tests.test_storage_faults import file_size_limit, mount_tmpfs

@@ -11,10 +11,10 @@ import psycopg
 import pytest
 
 from db.coord import Coordinator
-from parser.errors import FetchError
-from parser.fetch import Fetcher
-from parser.host_slots import host_key
-from parser.shared_hosts import SharedHostSlots
+from parser.core.errors import FetchError
+from parser.fetch.host_slots import host_key
+from parser.fetch.http import Fetcher
+from parser.group.shared_hosts import SharedHostSlots
 from tests.feeds import numbered_items, rss
 from tests.process import free_port, stop, wait_for
 from tests.server import reply

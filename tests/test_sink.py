@@ -1,4 +1,4 @@
-"""parser/sink.py in-process, on real files and a real SQLite database: stage_many keeps a record new
+"""parser/pipeline/sink.py in-process, on real files and a real SQLite database: stage_many keeps a record new
 in the first batch only and remembers its hash only once it is durably staged; flush loads every
 pending batch and is repaired by doing it again after a crash; a row the database refuses is found by
 halving and set aside in quarantine.jsonl while the others are stored. The daemon tests
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from db.store import Database
-from parser.record import RECORD_FIELDS
-from parser.sink import Sink
+from parser.core.record import RECORD_FIELDS
+from parser.pipeline.sink import Sink
 
 
 def open_items_sink(staging: Path) -> Sink:

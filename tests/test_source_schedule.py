@@ -1,12 +1,12 @@
-"""parser/source_schedule.py on a real state.json: which source is due when (spread over its interval
+"""parser/sources/source_schedule.py on a real state.json: which source is due when (spread over its interval
 when there are more sources than workers, the same way after a restart), and state.json written in
 batches, not per poll."""
 from __future__ import annotations
 
 import json
 
-from parser.settings import Source
-from parser.source_schedule import SAVE_EVERY, SourceSchedule, spread_offset
+from parser.settings.params import Source
+from parser.sources.source_schedule import SAVE_EVERY, SourceSchedule, spread_offset
 
 
 class Clock:

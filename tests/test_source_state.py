@@ -1,9 +1,9 @@
-"""A source's state transitions (parser/state.py SourceState): a failure and its backoff, a Retry-After
+"""A source's state transitions (parser/sources/state.py SourceState): a failure and its backoff, a Retry-After
 hold, a success, a permanent redirect, a changed interval and an operator's reset, each on an
 injected clock (`now` is a plain number), in-process: no daemon, no network."""
 from __future__ import annotations
 
-from parser.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600.0

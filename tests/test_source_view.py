@@ -7,10 +7,10 @@ import json
 import pytest
 
 from parser.adapters import ADAPTERS, parse_body
-from parser.protocols import PROTOCOLS
-from parser.record import RECORD_FIELDS, Record
-from parser.settings import Source
-from parser.source_view import JsonApi, SourceView
+from parser.adapters.source_view import JsonApi, SourceView
+from parser.core.record import RECORD_FIELDS, Record
+from parser.settings.params import Source
+from parser.sources.protocols import PROTOCOLS
 
 RSS = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>
 <item><title>One</title><link>https://example.org/1</link><guid>1</guid></item></channel></rss>"""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import csv
 
-from parser.staging import StagingFile, read_rows, repair_torn_tail
+from parser.pipeline.staging import StagingFile, read_rows, repair_torn_tail
 
 COLUMNS = ("hash", "title", "summary")
 

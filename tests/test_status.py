@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import json
 
-from parser.record import RECORD_FIELDS
+from parser.core.record import RECORD_FIELDS
 from tests.feeds import numbered_items, rss
 from tests.process import lock_sqlite, stop, wait_for
 
@@ -149,7 +149,7 @@ def test_poll_refuses_a_disabled_source_through_the_daemon(server, project):
 
 
 def test_the_hourly_history_keeps_seven_days_and_survives_a_reload(tmp_path):
-    from parser.state import HISTORY_HOURS, SourceState, load_states, save_states
+    from parser.sources.state import HISTORY_HOURS, SourceState, load_states, save_states
     state = SourceState(url="http://example.com/feed")
     start = 1_790_000_000.0
     for hour in range(HISTORY_HOURS + 30):

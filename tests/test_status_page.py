@@ -109,8 +109,8 @@ def test_status_listen_is_checked_at_start(project):
 
 
 def test_status_listen_may_not_take_the_webhook_listeners_port(tmp_path):
-    from parser.errors import SettingsError
-    from parser.settings import settings_from_dict
+    from parser.core.errors import SettingsError
+    from parser.settings.params import settings_from_dict
     hook = {"name": "hook", "protocol": "webhook", "path": "/in", "items": "items", "map": {"title": "t", "link": "l"}}
     with pytest.raises(SettingsError, match="STATUS_LISTEN: must not use the port of WEBHOOK_LISTEN"):
         settings_from_dict({"SOURCES": [hook], "WEBHOOK_LISTEN": "127.0.0.1:9000", "STATUS_LISTEN": "127.0.0.1:9000"},

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from parser.dedup import HashFile
+from parser.pipeline.dedup import HashFile
 from tests.conftest import ROOT
 from tests.feeds import BASE_TIME, numbered_items, rss
 from tests.process import free_port, lock_sqlite, wait_for
@@ -180,8 +180,8 @@ def test_a_disk_that_fills_while_appending_hashes_leaves_a_whole_hash_file(tmp_p
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from parser.dedup import HashFile\n"
-        "from parser.errors import StorageError\n"
+        "from parser.pipeline.dedup import HashFile\n"
+        "from parser.core.errors import StorageError\n"
         "hashes = HashFile(Path(sys.argv[1]), 56)\n"
         "hashes.add(f'{n:056x}' for n in range(100))\n"
         "try:\n"

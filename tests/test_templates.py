@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from linkgen.templates import DateRange, ListValues, NumberRange, count_links, expand, parse_values, placeholders
-from parser.errors import SettingsError
-from parser.settings import settings_from_dict
+from parser.core.errors import SettingsError
+from parser.settings.params import settings_from_dict
 
 TODAY = date(2024, 3, 5)
 FIELDS = {"title": "//h1/text()"}

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from parser.dedup import HashFile
-from parser.record import RECORD_FIELDS, record_hash
-from parser.staging import StagingFile
+from parser.core.record import RECORD_FIELDS, record_hash
+from parser.pipeline.dedup import HashFile
+from parser.pipeline.staging import StagingFile
 from tests.feeds import numbered_items, rss
 
 ALGORITHM = "sha224"

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from linkgen.politeness import HostHeldError, HostSlots, polite_get
-from parser.errors import FetchError
-from parser.fetch import Fetcher
+from parser.core.errors import FetchError
+from parser.fetch.http import Fetcher
 from tests.conftest import Project
 from tests.process import stop, wait_for
 from tests.server import LoopbackServer, reply

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.urls import canonical_url, redact_url
+from parser.core.urls import canonical_url, redact_url
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -39,7 +39,7 @@ def test_redact_url_hides_credentials_and_tokens_only():
     assert redact_url("https://example.com/f?page=2") == "https://example.com/f?page=2"
 
 
-# Links that are canonical already skip w3lib (parser/urls.py _CANONICAL_ALREADY): the shortcut must
+# Links that are canonical already skip w3lib (parser/core/urls.py _CANONICAL_ALREADY): the shortcut must
 # give what w3lib gives, for every URL it takes, in both modes; stored identities depend on it.
 _PATH_CHARS = "abcXYZ019._~!$'()*+,=:@/-%;"
 _HOSTS = st.lists(st.text("abz09-", min_size=1, max_size=5) | st.sampled_from(["xn--e1afmkfd", "-a", "a-"]),
@@ -53,13 +53,13 @@ _URLS = st.builds(
 @settings(max_examples=3000, deadline=None)
 @given(_URLS, st.booleans())
 def test_canonical_shortcut_agrees_with_w3lib(url, exact):
-    from parser.urls import _canonical
+    from parser.core.urls import _canonical
     assert canonical_url(url, exact=exact) == _canonical(url, exact)
 
 
 @pytest.mark.parametrize("url", ["http://example.com/a/./b", "http://example.com/a/../b", "http://example.com/a/.",
                                  "http://example.com/2024/05/a-post.html", "https://a.example/x?id=5"])
 def test_canonical_shortcut_cases(url):
-    from parser.urls import _canonical
+    from parser.core.urls import _canonical
     for exact in (False, True):
         assert canonical_url(url, exact=exact) == _canonical(url, exact)

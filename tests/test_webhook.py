@@ -118,7 +118,7 @@ def test_webhook_settings_need_a_secret_from_the_environment(project):
 
 
 def test_the_inbox_skips_a_line_torn_by_a_crash(tmp_path):
-    from parser.inbox import Inbox
+    from parser.pipeline.inbox import Inbox
     inbox = Inbox(tmp_path)
     assert inbox.accept("shop", "d-1", [{"title": "kept"}])
     with open(tmp_path / "inbox.jsonl", "ab") as f:

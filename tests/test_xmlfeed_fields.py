@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from parser.adapters import FALLBACK, parse_body, xmlfeed
-from parser.settings import Source
+from parser.settings.params import Source
 from tests.conftest import corpus_dir
 
 URL = "http://feeds.example/blog/feed.xml"

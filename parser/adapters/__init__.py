@@ -1,11 +1,11 @@
 """Protocol adapters: each turns one kind of body into records of the one shape (record.Record).
 
 An adapter is a function `parse(body, *, url, headers, source, fetched) -> Parsed` (Parsed in
-adapters/parsed.py); `source` is the SourceView of parser/source_view.py. Nothing downstream of it
+adapters/parsed.py); `source` is the SourceView of parser/adapters/source_view.py. Nothing downstream of it
 knows which protocol a record came from.
 
 parse_body is the one dispatch point, and ADAPTERS its one table: by what the source's protocol says
-its bodies are (SourceView.body_kind, from parser/protocols.py), the adapters that may read them, tried
+its bodies are (SourceView.body_kind, from parser/sources/protocols.py), the adapters that may read them, tried
 in order. "json" bodies (json_api, webhook) are JSON read by the source's `items` and `map`; "feed"
 bodies (feed, websub) are feeds whose format is detected from the Content-Type and the body itself
 (a JSON Feed `version` for JSON Feed, an XML root element for RSS/Atom/RDF), and Parsed.kind says
@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..cpu_slots import one_per_core
-from ..sanitize import finish_record
-from ..source_view import SourceView
+from ..core.cpu_slots import one_per_core
 from . import feed, json_api, jsonfeed, xmlfeed
 from .parsed import FALLBACK, Parsed, newest, select_newest
+from .sanitize import finish_record
+from .source_view import SourceView
 
 __all__ = ["ADAPTERS", "FALLBACK", "Adapter", "Parsed", "looks_like_json", "newest", "parse_body", "select_newest"]
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import feedparser
 
-from ..charset import to_utf8
-from ..dates import looks_iso, read_date, utc_iso
-from ..errors import ParseError
-from ..record import Record, clean_text, plain_text, safe_text, title_text
-from ..source_view import SourceView
-from ..urls import canonical_url
+from ..core.dates import looks_iso, read_date, utc_iso
+from ..core.errors import ParseError
+from ..core.record import Record, clean_text, plain_text, safe_text, title_text
+from ..core.urls import canonical_url
+from ..fetch.charset import to_utf8
 from .parsed import Parsed
+from .source_view import SourceView
 
 # feedparser resolves an RSS <guid> (and an Atom <id>) against the feed's address when it may be a
 # permalink, turning `t3_glvkc5` into `https://example.org/r/t3_glvkc5`: an id that changes with the
@@ -47,7 +47,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     response_headers = {k.lower(): v for k, v in headers.items()}
     response_headers.setdefault("content-location", url)  # base for relative links
     content_type = response_headers.get("content-type", "")
-    # The encoding is decided once, here (see parser/charset.py); feedparser then reads plain UTF-8.
+    # The encoding is decided once, here (see parser/fetch/charset.py); feedparser then reads plain UTF-8.
     decoded = to_utf8(body, content_type)
     feed_headers = dict(response_headers)
     if decoded.encoding:
@@ -107,7 +107,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
     link = _alternate_link(entry)
     if not link and rss and entry.get("guidislink") and _is_http(guid):
         link = guid  # an RSS <guid> is a permalink unless isPermaLink="false"; Atom ids never are
-    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
+    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
     published, zoned = _published(entry)
     if not zoned and notes is not None:
         notes.add(NO_ZONE_NOTE)
@@ -128,7 +128,7 @@ def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
     """The entry's date (published, else updated, else created) as UTC ISO 8601, and False when the
     text had no zone (UTC was assumed).
 
-    Our reader (parser/dates.py) goes first: it knows day and month names in other languages, refuses
+    Our reader (parser/core/dates.py) goes first: it knows day and month names in other languages, refuses
     impossible days that feedparser rolls over (2022-02-30 as March 2), and tells a missing zone.
     feedparser's own parse is the fallback for the rarer formats it knows (Korean, Greek, Hungarian)."""
     for key in ("published", "updated", "created"):

@@ -1,7 +1,7 @@
 """JSON APIs (and webhook payloads): a JSON document into records, by the source's `items` path and
 its `map` of record field -> dotted path in an item.
 
-A page's next address (the `next` path) travels back in Parsed.next_url; parser/poll.py follows it.
+A page's next address (the `next` path) travels back in Parsed.next_url; parser/sources/poll.py follows it.
 The request side (query_params, header_params, auth) is built here too, so one module knows the
 whole protocol.
 """
@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from ..errors import FetchError, ParseError
-from ..record import Record, clean_text, html_to_text, title_text, utc_iso
-from ..source_view import Auth, SourceView
-from ..urls import canonical_url
+from ..core.errors import FetchError, ParseError
+from ..core.record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..core.urls import canonical_url
 from .jsonfeed import load_json
 from .parsed import Parsed
+from .source_view import Auth, SourceView
 
 # Where a record field is looked for when `map` does not say: the names APIs use most.
 DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
@@ -112,7 +112,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
+    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
     return {
         "source": source_name,
         "guid": guid or link,

@@ -6,11 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ParseError
-from ..record import Record, clean_text, html_to_text, title_text, utc_iso
-from ..source_view import SourceView
-from ..urls import canonical_url
+from ..core.errors import ParseError
+from ..core.record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..core.urls import canonical_url
 from .parsed import Parsed
+from .source_view import SourceView
 
 VERSION_PREFIX = "https://jsonfeed.org/version/"
 
@@ -73,7 +73,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, exact=True)  # parser/identity.py decides what of it identifies
+    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
     content = _text(item.get("content_html"))
     if not content and _text(item.get("content_text")):
         content = _paragraphs(_text(item.get("content_text")))

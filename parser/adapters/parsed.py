@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..record import Record
+from ..core.record import Record
 
 Item = TypeVar("Item")
 
@@ -29,7 +29,7 @@ FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed
 
 def newest(records: list[Record], limit: int) -> list[Record]:
     """The `limit` newest records: by date when every record has one, else in the source's order.
-    Applied by parser/poll.py to what a poll takes, never to pushed records."""
+    Applied by parser/sources/poll.py to what a poll takes, never to pushed records."""
     return select_newest(records, [r["published"] for r in records], limit)
 
 

@@ -25,13 +25,13 @@ from urllib.parse import urljoin, urlsplit
 
 import lxml.etree as etree
 
-from ..charset import to_utf8
-from ..dates import read_date
-from ..record import CONTROL_BYTES, AdapterRecord, clean_text, title_text
-from ..source_view import SourceView
-from ..urls import canonical_url, is_canonical_already
+from ..core.dates import read_date
+from ..core.record import CONTROL_BYTES, AdapterRecord, clean_text, title_text
+from ..core.urls import canonical_url, is_canonical_already
+from ..fetch.charset import to_utf8
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
 from .parsed import Parsed, select_newest
+from .source_view import SourceView
 
 ATOM10 = "http://www.w3.org/2005/Atom"
 ATOM03 = "http://purl.org/atom/ns#"
@@ -490,7 +490,7 @@ def _http(element: etree._Element, value: str) -> str:
             return ""
     except ValueError:  # "http://example.c[o.test/": not an address
         return ""
-    return canonical_url(clean_text(value), exact=True)  # parser/identity.py decides what of it identifies
+    return canonical_url(clean_text(value), exact=True)  # parser/pipeline/identity.py decides what of it identifies
 
 
 def _home(channel: etree._Element) -> str:
@@ -540,7 +540,7 @@ def _person(value: str) -> str:
 
 def _published(fields: Mapping[str, list]) -> tuple[str, bool]:
     """The first readable of published, updated, created (as feedparser orders them), UTC ISO 8601
-    (parser/dates.py: other languages read, impossible days refused), and False when the text had no
+    (parser/core/dates.py: other languages read, impossible days refused), and False when the text had no
     zone; of two values of one kind (<issued> and <published>), the later one in the document."""
     for key in ("published", "updated", "created"):
         for element in reversed(fields.get(key, ())):

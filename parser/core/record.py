@@ -1,0 +1,136 @@
+"""The one record shape every protocol adapter produces, and the small helpers that fill it."""
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict
+
+import lxml.html
+
+from .dates import utc_iso  # noqa: F401 (the adapters' date helper, kept importable from here)
+
+
+class Record(TypedDict):
+    """One entry of a feed, an API or a push, as every adapter returns it: all text, "" when absent.
+    Dates are UTC ISO 8601 (`published` the entry's, `fetched` the poll's)."""
+    source: str
+    guid: str
+    link: str
+    title: str
+    author: str
+    published: str
+    summary: str
+    content: str
+    fetched: str
+
+
+class AdapterRecord(Record, total=False):
+    """A Record before sanitize.finish_record: `base`, when an adapter knows it, is the address the
+    content's relative links are relative to (not stored)."""
+    base: str
+
+
+# A two-pass job's object (parser/jobs/pass2.py): "url", "fetched" and the job's own fields, all text.
+ObjectRecord = dict[str, str]
+# What the pipeline takes (identity, uniqueness, staging): a Record, or a job's object.
+AnyRecord = Record | ObjectRecord
+
+# The columns of the `items` table, in order (Record's keys); `hash` is added by the uniqueness check.
+RECORD_FIELDS: tuple[str, ...] = tuple(Record.__annotations__)
+
+_SPACES = re.compile(r"\s+")
+# Characters XML and most databases cannot hold; feeds carry them more often than one would hope.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")  # _CONTROL or a lone surrogate
+_HTMLISH = re.compile(r"</[A-Za-z][\w-]*\s*>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+# In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
+# like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def record_hash(row: Mapping[str, Any], fields: Iterable[str], algorithm: str) -> str:
+    """Hex digest over the chosen fields; the unit separator keeps ("ab","c") apart from ("a","bc")."""
+    joined = "\x1f".join(str(row.get(f) or "") for f in fields)
+    return hashlib.new(algorithm, joined.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0b, 0x0c, *range(0x0e, 0x20), 0x7f])
+
+
+def clean_text(value: Any) -> str:
+    """A string with control characters removed (they break CSV readers and PostgreSQL)."""
+    if value is None:
+        return ""
+    text = str(value)
+    if len(text) > 1024:
+        # Long text (a post's content): passes in C beat the pattern's per-character loop three
+        # times over. UTF-8 never holds these bytes inside a multi-byte character.
+        try:
+            raw = text.encode("utf-8")  # fails on a lone surrogate (see safe_text)
+        except UnicodeEncodeError:
+            text = safe_text(text)
+            raw = text.encode("utf-8")
+        kept = raw.translate(None, CONTROL_BYTES)
+        return text if len(kept) == len(raw) else kept.decode("utf-8")
+    if _UNSAFE.search(text) is None:  # nearly every short text: one scan, nothing to build
+        return text
+    return safe_text(_CONTROL.sub("", text))
+
+
+def safe_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so UTF-8 files and databases take it."""
+    try:
+        text.encode("utf-8")  # the common case, at C speed
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+
+
+def safe_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
+    rule every record passes before it is hashed and staged, whatever produced it."""
+    texts = "".join(v for v in record.values() if isinstance(v, str))
+    if "\x00" not in texts and safe_text(texts) is texts:  # nearly every record: checked at C speed
+        return dict(record)
+    return {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()}
+
+
+def _without_nul(text: str) -> str:
+    return text.replace("\x00", "") if "\x00" in text else text
+
+
+def plain_text(value: Any) -> str:
+    """Text that is already plain (its one decoding done): control characters out, whitespace collapsed."""
+    return _SPACES.sub(" ", clean_text(value)).strip()
+
+
+def looks_like_html(text: str) -> bool:
+    """feedparser's guess for text whose type nobody declared (RSS, JSON): a closing tag or an entity
+    reference makes it HTML; a lone `<br>` or `a < b` in a title is taken as the characters."""
+    return bool(_HTMLISH.search(text))
+
+
+def title_text(value: Any, kind: str = "guess") -> str:
+    """A title (or summary) decoded exactly once: kind "html" is HTML to read as text, "text" is plain
+    already, "guess" (no type given) is HTML only when it looks like HTML."""
+    text = clean_text(value)
+    if kind == "html" or (kind == "guess" and looks_like_html(text)):
+        return html_to_text(text)
+    return plain_text(text)
+
+
+def html_to_text(value: Any) -> str:
+    """Plain text from a fragment that may hold HTML or entities, with whitespace collapsed."""
+    text = clean_text(value)
+    if "<" in text or "&" in text:
+        try:
+            text = lxml.html.fragment_fromstring(text, create_parent="div").text_content()
+        except Exception:  # lxml refuses some fragments; fall back to dropping tags by pattern
+            text = re.sub(r"<[^>]*>", " ", text)
+    return _SPACES.sub(" ", clean_text(text)).strip()
+
+
+def now_iso(clock=time.time) -> str:
+    return utc_iso(float(clock()))

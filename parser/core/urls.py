@@ -1,0 +1,107 @@
+"""Canonical URLs: one spelling per address, so the same item reached through two feeds hashes alike.
+
+w3lib does the careful part (percent-encoding, IDNA hosts, sorted query, no fragment); it keeps
+tracking and session parameters, which we remove first. courlan was the other candidate: without
+`strict` it keeps session ids and fragments, with it it drops every parameter it does not know.
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from w3lib.url import canonicalize_url
+
+# Dropped from a link's identity: only parameters that never name content. A parameter that can
+# name it stays, since dropping it merges two entries into one and the second is never stored, while
+# keeping a junk one costs at most a second row for an item two feeds link with different junk.
+# - Analytics, each named by its vendor, the value a campaign or click id: utm_* (Google Analytics),
+#   fbclid (Facebook), gclid/gclsrc/dclid (Google Ads, DoubleClick), yclid (Yandex), msclkid
+#   (Microsoft Ads), mc_cid/mc_eid (Mailchimp), igshid (Instagram), _hsenc/_hsmi (HubSpot),
+#   _openstat (Openstat), wt.mc_id (Webtrends), ref_src (Twitter's widgets).
+# - Session ids of web frameworks, which name a visitor's session, never a page: sessionid,
+#   session_id, jsessionid (Java servlets, also as the path parameter ;jsessionid=), phpsessid (PHP),
+#   aspsessionid* (classic ASP), cfid/cftoken (ColdFusion).
+# Kept although older versions dropped them (identity rules 2, parser/pipeline/identity.py RULES_VERSION):
+# `ref` (`deal.php?ref=17`; a git branch in GitHub and GitLab links), `sid` (PHP-Nuke's story id,
+# `modules.php?name=News&file=article&sid=123`, though phpBB's session id too), `referrer` and `spm`
+# (Alibaba's tracking, but a plain word any site may use for its own content).
+_TRACKING = re.compile(
+    r"^(utm_.*|fbclid|gclid|gclsrc|dclid|yclid|msclkid|mc_cid|mc_eid|igshid|_hsenc|_hsmi|"
+    r"ref_src|_openstat|wt\.mc_id)$", re.IGNORECASE)
+_SESSION = re.compile(r"^(sessionid|session_id|jsessionid|phpsessid|aspsessionid.*|cfid|cftoken)$",
+                      re.IGNORECASE)
+_PATH_SESSION = re.compile(r";(jsessionid|phpsessid|sessionid)=[^/?#]*", re.IGNORECASE)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# A URL already in canonical form: lower-case ASCII host without a port, a path of characters
+# w3lib leaves as they are (no '%', no ';' parameters; dot segments are checked apart), at most one
+# plain query parameter, no fragment. Most feed links are such; w3lib would give them back unchanged
+# at 60 us each (tests/test_urls.py holds the two ways equal).
+_CANONICAL_ALREADY = re.compile(
+    r"https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(/[A-Za-z0-9._~!$'()*+,=:@/-]*)(?:\?([A-Za-z0-9_.-]+)=[A-Za-z0-9_.-]*)?")
+
+
+def is_junk_param(name: str) -> bool:
+    return bool(_TRACKING.match(name) or _SESSION.match(name))
+
+
+def canonical_url(url: str, *, exact: bool = False) -> str:
+    """Canonical form of an http(s) URL; other strings come back stripped but otherwise unchanged.
+
+    Tracking and session parameters and the fragment go, unless `exact`: then only the spelling is
+    made canonical. Adapters store the exact form so that parser/pipeline/identity.py can tell apart entries of
+    one feed that differ only by those (`page#a`, `page#b`; `story.jsp;jsessionid=1`). Never raises: a feed's link
+    is data from a stranger.
+    """
+    url = (url or "").strip()
+    if is_canonical_already(url, exact):
+        return url
+    return _canonical(url, exact)
+
+
+def is_canonical_already(url: str, exact: bool) -> bool:
+    """True when canonical_url(url, exact=exact) is `url` itself, known without w3lib."""
+    plain = _CANONICAL_ALREADY.fullmatch(url)
+    return bool(plain) and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2]))
+
+
+def _canonical(url: str, exact: bool) -> str:
+    try:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
+            return url
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                 if exact or not is_junk_param(k)]
+        netloc = parts.netloc.rsplit("@", 1)[-1].lower()  # credentials never belong in a stored link
+        if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
+            netloc = netloc.rsplit(":", 1)[0]
+        path = parts.path if exact else _PATH_SESSION.sub("", parts.path)
+        # The fragment goes to w3lib even when it is to be dropped: w3lib strips control characters
+        # at the end of the whole string, so dropping it first would change what is left of the path.
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), parts.fragment))
+        done = canonicalize_url(cleaned, keep_fragments=exact)
+        # A host w3lib cannot spell (it makes `http:////` of `http://\\#0`) is no address: the string
+        # comes back as written, like any other that is none, so its exact form has the same canonical one.
+        return done if urlsplit(done).hostname else url
+    except (ValueError, UnicodeError):
+        return url
+
+
+def redact_url(url: str) -> str:
+    """The URL with credentials and secret-looking query values hidden, for logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable url>"
+    netloc, query = parts.netloc, parts.query
+    pairs = parse_qsl(query, keep_blank_values=True)
+    secret = any(_SECRET_PARAM.search(k) for k, _ in pairs)
+    if "@" not in netloc and not secret:
+        return url
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    if secret:
+        query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_SECRET_PARAM = re.compile(r"token|key|secret|pass|auth|sig|session|code", re.IGNORECASE)

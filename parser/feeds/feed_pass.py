@@ -1,0 +1,250 @@
+"""The cyclic pass: each polled source, when it is due, fetched and parsed in a worker thread
+(parser/sources/poll.py), its new records staged in the main thread, then its state and log lines written.
+With the jobs (parser/jobs/runner.py) it is one of the two techniques the daemon's loop drives through
+parser/technique.py; pushed records (webhook, WebSub) come through the inbox to the same sink.
+
+A turn: offer() hands the due sources to the scheduler; each poll that comes back is kept
+(_poll_back); stage() then stages all of the turn's records at once (one fsync, parser/pipeline/sink.py) and
+hands each outcome to parser/feeds/poll_outcome.py: a failure and its backoff, or an answer with its
+redirects, records and counts, each a transition of the source's state (parser/sources/state.py).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from types import MappingProxyType
+from typing import TextIO
+from urllib.parse import urlsplit
+
+from ..core.errors import FetchError, ParseError
+from ..core.record import RECORD_FIELDS, now_iso
+from ..core.runinfo import RunInfo
+from ..fetch.http import Fetcher, slot_wait
+from ..fetch.ratelimit import RateLimits
+from ..fetch.scheduler import Scheduler, Work
+from ..pipeline.fulltext import FullText, remember_path
+from ..pipeline.inbox import Inbox
+from ..pipeline.sink import PrintSink, Sink, Staged, open_sink
+from ..settings.params import Settings, Source
+from ..sources.poll import Poller
+from ..sources.source_schedule import SourceSchedule
+from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+from .poll_outcome import OutcomeTaker, PollOutcome
+
+log = logging.getLogger("parser")
+# After a source's poll is taken: (source, its state, whether the poll succeeded); the operator's
+# requests waiting for that poll are answered (parser/operate/operator_requests.py).
+Polled = Callable[[Source, SourceState, bool], None]
+
+
+def polled_at(source: Source, state: SourceState) -> Source:
+    """The source as it is polled: at its new address after a permanent redirect or a discovered
+    feed; the credentials it was given go only to its own server (as fetch.py does on redirects)."""
+    address = state.address()
+    if address == source.url:
+        return source
+    if urlsplit(address)[:2] != urlsplit(source.url)[:2]:
+        return replace(source, url=address, headers=MappingProxyType({}), auth=None)
+    return replace(source, url=address)
+
+
+class FeedPass:
+    def __init__(self, settings: Settings, sources: list[Source], *, listened: list[Source], fetcher: Fetcher,
+                 scheduler: Scheduler, run_info: RunInfo, clock: Callable[[], float], wall: Callable[[], float],
+                 stop: threading.Event, once: bool, named: bool, shared: bool, dry_run: bool, out: TextIO):
+        """`sources`: the polled ones; `listened`: the pushed ones, whose records the inbox brings
+        (parser/push/webhook.py, parser/push/websub.py); `named`: started with --source. Opens the schedule and
+        the states (state.json, or with SHARED the group's, parser/group/shared.py), then the feeds' sink
+        (table `items`; --dry-run: a PrintSink writing to `out`, and the states in memory only)."""
+        self.settings, self.sources, self.listened = settings, sources, listened
+        self.scheduler, self.clock, self.wall, self.stop = scheduler, clock, wall, stop
+        self.once, self.shared = once, shared
+        self.schedule = self._open_schedule(fetcher, named=named, dry_run=dry_run)
+        try:
+            self.sink = open_sink(settings, table="items", columns=RECORD_FIELDS,
+                                  unique_fields=settings.unique_fields, staging_dir=settings.staging_dir,
+                                  dry_run=dry_run, out=out)
+        except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
+            self.schedule.close()
+            raise
+        self.taker = OutcomeTaker(self.sink, run_info, dead_after=settings.dead_after)
+        self.inbox: Inbox | None = None  # webhook deliveries and WebSub pushes: open_push()
+        self.listener = None
+        self.offered_once = False
+        self.in_flight = 0  # polls offered and not back yet
+        self.polled: Polled = lambda source, state, ok: None
+        self.back: list[PollOutcome] = []  # back from the workers this turn, taken together by stage()
+        # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
+        # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
+        self.feed_links: dict[str, tuple[str, ...]] = {}
+        full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
+                             None if dry_run else remember_path(settings.staging_dir)) \
+            if any(src.full_text for src in sources) else None
+        self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=self._rate_limits(),
+                             full_text=full_text)
+
+    def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> SourceSchedule:
+        s = self.settings
+        if self.shared:  # the group's schedule and states, in the database (parser/group/shared.py)
+            from ..group.shared import SharedSchedule  # imported on first use: SHARED only (psycopg)
+            schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources, named=named)
+        else:
+            schedule = SourceSchedule(None if dry_run else s.staging_dir / "state.json", self.clock,
+                                      workers=s.concurrency)
+        schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX), spread=not self.once)
+        now = self.clock()
+        for state in list(schedule.states.values()):  # a source's Retry-After holds its host's crawl too
+            fetcher.slots.hold_crawl(state.address(), state.not_before - now)
+        return schedule
+
+    def open_push(self, fetcher: Fetcher) -> None:
+        """The inbox, drained at every flush (even a killed run's deliveries), and, in forever mode,
+        the listener that fills it."""
+        s = self.settings
+        self.inbox = Inbox(s.staging_dir)
+        subscriber = None
+        if s.shared and self.listened:  # delivery ids and subscriptions are the group's (parser/group/shared_push.py)
+            from ..group.shared_push import SharedInbox, SharedWebSub  # imported on first use: SHARED only (psycopg)
+            self.inbox = SharedInbox(s.staging_dir, s.db_url)
+            subscriber = partial(SharedWebSub, db_url=s.db_url)
+        if self.listened and not self.once:
+            from ..push.endpoints import open_listener  # imported on first use: pushed sources only (start-up time)
+            self.listener = open_listener(s, self.listened, self.inbox, fetcher, self.stop, subscriber)
+
+    def _rate_limits(self) -> RateLimits:
+        """Sources' `rate` budgets: this daemon's, or with SHARED the group's (parser/group/shared.py)."""
+        if self.shared:
+            from ..group.shared import SharedRateLimits  # imported on first use: SHARED only (psycopg)
+            return SharedRateLimits(self.settings.db_url)
+        return RateLimits()
+
+    def use(self, settings: Settings, sources: list[Source]) -> None:
+        """SIGHUP: the settings and polled sources read again (parser/operate/reload.py)."""
+        self.settings, self.sources = settings, sources
+        self.taker.dead_after = settings.dead_after
+
+    # -- the loop's calls (parser/technique.py) ---------------------------------------------------
+    def offer(self) -> None:
+        """Hand the sources due now to the scheduler. --once: every selected source once, at the first
+        call (a server's Retry-After still honoured); SHARED, the due ones this daemon claims."""
+        now = self.clock()
+        if not self.once:
+            for source in self.schedule.due(now):
+                self._offer(source)
+            return
+        if self.offered_once:
+            return
+        self.offered_once = True
+        for source in self.schedule.due(now, len(self.sources)) if self.shared else self.sources:
+            held = self.schedule.state(source).hold_left(now)
+            if held:
+                log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)", source.name, held)
+                continue
+            self._offer(source)
+
+    def stage(self) -> None:
+        """Main thread, after the scheduler's absorb: this turn's polls, their records staged together
+        (one fsync for all of them, parser/pipeline/sink.py), then each source's state and log lines."""
+        outcomes, self.back = self.back, []
+        try:
+            kept = [o for o in outcomes if not o.abandoned]  # cut short by the stop: no failure, no state
+            staged = self._stage_records(kept)
+            for outcome in kept:
+                state = self.schedule.state(outcome.source)
+                ok = self.taker.take(outcome, staged.get(id(outcome)), state, self.clock())
+                self.polled(outcome.source, state, ok)  # the operator's requests waiting for it answered
+        finally:
+            for outcome in outcomes:
+                self.schedule.done(outcome.source, self.schedule.state(outcome.source))
+
+    def keep_finished(self) -> None:
+        """Stopping or done: what came back is kept; what the stop cut short is no failure."""
+        self.stage()
+
+    def finished(self) -> bool:
+        """--once: every poll offered has come back and been taken."""
+        return self.offered_once and not self.in_flight and not self.back
+
+    def sinks(self) -> list[Sink | PrintSink]:
+        return [self.sink]
+
+    def close(self) -> None:
+        """The sink and the schedule (the listener is closed by the daemon, before the workers)."""
+        self.sink.close()
+        self.schedule.close()
+
+    # -- one poll ------------------------------------------------------------------------------------
+    def _offer(self, source: Source) -> None:
+        state = self.schedule.state(source)
+        address = polled_at(source, state)
+        self.in_flight += 1
+        self.scheduler.add(Work(url=address.url,
+                                run=partial(self._poll, address, state.etag, state.last_modified,
+                                            state.may_discover()),
+                                absorb=partial(self._poll_back, source),
+                                failed=partial(self._poll_crashed, source)))
+
+    def _poll(self, source: Source, etag: str | None, last_modified: str | None,
+              discover: bool = True) -> PollOutcome:
+        """Worker thread: fetch and parse one source. Touches no shared state. Its seconds are its own:
+        the wait for a slot on a host busy with other fetches is not counted."""
+        started = time.monotonic()
+        slot_wait()  # from zero for this poll
+        outcome = PollOutcome(source=source, seconds=0.0)
+        try:
+            # Rate, pages, full text: whatever the source's protocol needs (parser/sources/poll.py).
+            outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
+                                                              fetched=now_iso(self.wall), discover=discover)
+        except FetchError as exc:
+            outcome.error, outcome.fetch_error = str(exc), exc
+            outcome.abandoned = self.stop.is_set() and exc.retry_after is None
+        except ParseError as exc:
+            outcome.error = str(exc)
+        outcome.seconds = max(time.monotonic() - started - slot_wait(), 0.0)
+        return outcome
+
+    def _poll_back(self, source: Source, outcome: PollOutcome) -> None:
+        """Main thread: a poll back from its worker, kept for this turn's stage()."""
+        self.in_flight -= 1
+        outcome.source = source  # as params.py has it, not the address it was polled at
+        self.back.append(outcome)
+
+    def _poll_crashed(self, source: Source, exc: BaseException) -> None:
+        """A bug in a worker is that source's error, not the daemon's."""
+        log.error("internal error polling %s:\n%s", source.name,
+                  "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        self._poll_back(source, PollOutcome(source=source, seconds=0.0, error=f"internal error: {exc!r}"))
+
+    def _stage_records(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
+        """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
+        answered = [o for o in outcomes if o.error is None and not o.result.not_modified]
+        batches = [(o.parsed.records, self._feed_links(o.source, o)) for o in answered]
+        return {id(o): staged for o, staged in zip(answered, self.sink.stage_many(batches), strict=True)}
+
+    def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
+        """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
+        links = tuple(u for u in (outcome.parsed.home, source.url, outcome.result.url) if u)
+        self.feed_links[source.name] = links
+        return links
+
+    # -- pushed records ---------------------------------------------------------------------------
+    def stage_pushed(self) -> None:
+        """Main thread: stage what the listener took in (webhook deliveries, WebSub pushes)."""
+        if self.inbox is None:  # --dry-run
+            return
+
+        def stage(name: str, records: list[dict]) -> None:
+            staged = self.sink.stage(records, self.feed_links.get(name, ()))
+            source = next((s for s in self.listened if s.name == name), None)
+            if source is not None:  # counted like a poll's entries, for `status` and the page
+                now, state = self.clock(), self.schedule.state(source)
+                self.schedule.changed()
+                state.last_success = state.last_poll = iso(now)
+                state.staged(now, new=len(staged.new), duplicates=staged.duplicates)
+            log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
+        self.inbox.drain(stage)

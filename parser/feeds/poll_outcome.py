@@ -1,0 +1,174 @@
+"""What one poll's outcome does in the main thread, once its records are staged: the source's state
+(each transition a method of SourceState, parser/sources/state.py), the counters (the "polled:" summary,
+daemon.json, the state's history) and the log lines. The feed pass (parser/feeds/feed_pass.py) hands each
+outcome here.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from ..adapters import Parsed
+from ..core import logs
+from ..core.errors import FetchError
+from ..core.runinfo import RunInfo
+from ..core.urls import redact_url
+from ..fetch.host_slots import HostHeldError
+from ..fetch.http import FetchResult
+from ..pipeline.sink import PrintSink, Sink, Staged
+from ..settings.params import Source
+from ..sources.state import MAX_BACKOFF, SourceState
+
+log = logging.getLogger("parser")
+SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
+
+
+@dataclass
+class PollOutcome:
+    """What a worker hands back to the main thread for one source."""
+    source: Source
+    seconds: float
+    result: FetchResult | None = None
+    parsed: Parsed | None = None
+    error: str | None = None
+    fetch_error: FetchError | None = None
+    abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
+
+
+@dataclass
+class PollTally:
+    """Polls taken since the last summary line."""
+    polled: int = 0
+    not_modified: int = 0
+    errors: int = 0
+    new: int = 0
+    duplicates: int = 0
+    fetch_bytes: int = 0
+
+
+class OutcomeTaker:
+    def __init__(self, sink: Sink | PrintSink, run_info: RunInfo, *, dead_after: int):
+        """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
+        (DEAD_AFTER) changes with a SIGHUP."""
+        self.sink, self.run_info, self.dead_after = sink, run_info, dead_after
+        self.tally, self.tally_since = PollTally(), time.monotonic()
+        self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
+
+    def take(self, outcome: PollOutcome, staged: Staged | None, state: SourceState, now: float) -> bool:
+        """One source's outcome into its state, counters and log lines; its records (`staged`) are
+        staged already. Returns whether the poll succeeded."""
+        source = outcome.source
+        self.tally.polled += 1
+        if outcome.error is not None:
+            self._take_failure(outcome, state, now)
+            return False
+        result = outcome.result
+        self.tally.fetch_bytes += len(result.body)
+        self.run_info.add(polls=1, fetch_bytes=len(result.body))
+        state.count(now, polls=1, bytes=len(result.body))
+        self._follow_address(source, state, result, outcome.parsed)
+        if result.not_modified:
+            self.sink.say(f"{source.name}: not modified")
+            log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
+            self.tally.not_modified += 1
+            self.run_info.add(not_modified=1)
+            state.last_outcome = "304"
+            state.count(now, not_modified=1)
+        else:
+            self._take_records(outcome, staged, state, now)
+        ended = state.succeeded(now, interval=source.interval, status=result.status)
+        if ended >= self.dead_after:
+            log.info("%s  back after %d failures", source.name, ended)
+        return True
+
+    def _take_records(self, outcome: PollOutcome, staged: Staged, state: SourceState, now: float) -> None:
+        """A body's records (staged already): the parse's warnings and notes, the counts, the log line;
+        the validators are kept only now that the records they cover are staged."""
+        source, parsed, result = outcome.source, outcome.parsed, outcome.result
+        for warning in parsed.warnings:
+            logs.error_line(source.name, source.url, warning)
+        for note in parsed.notes:
+            if (source.name, note) not in self.noted:
+                self.noted.add((source.name, note))
+                log.info("%s  %s", source.name, note)
+        self.sink.say(f"{source.name}: {len(parsed.records)} records, {len(staged.new)} new would be staged")
+        self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
+        log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
+                 outcome.seconds, parsed.kind)  # kind: what the body was found to be
+        self.tally.new += len(staged.new)
+        self.tally.duplicates += staged.duplicates
+        self.run_info.add(new=len(staged.new), duplicates=staged.duplicates)
+        state.last_outcome = f"new {len(staged.new)}"
+        state.staged(now, new=len(staged.new), duplicates=staged.duplicates)
+        state.etag, state.last_modified = result.etag, result.last_modified
+        if result.future_last_modified:
+            self._future_last_modified(source, result)
+
+    def _take_failure(self, outcome: PollOutcome, state: SourceState, now: float) -> None:
+        """A failed poll: its error said, the source backed off (SourceState.failed), and a server's
+        Retry-After held (hold)."""
+        source, exc = outcome.source, outcome.fetch_error
+        self.sink.say(f"{source.name}: error: {outcome.error}")
+        if isinstance(exc, HostHeldError):  # not sent: the host's hold (a job's 429) is no failure of the source
+            logs.error_line(source.name, state.address(), outcome.error)
+            state.last_outcome = f"held: {outcome.error}"
+            self.hold(source, state, exc.seconds, now)
+            return
+        marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=outcome.error,
+                              status=exc.status if exc is not None else None)
+        logs.error_line(source.name, state.address(), outcome.error)
+        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
+        if marked:
+            log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
+                     state.failures, extra=logs.ALSO_IN_ERRORS)
+            logs.error_line(source.name, source.url, f"marked {marked} after {state.failures} failures in a "
+                            f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
+        if exc is not None and exc.retry_after is not None:
+            self.hold(source, state, exc.retry_after, now)
+        self.tally.errors += 1
+        self.run_info.add(polls=1, errors=1)
+        state.count(now, polls=1, errors=1)
+
+    def hold(self, source: Source, state: SourceState, retry_after: float, now: float) -> None:
+        """A server's Retry-After on a poll of `source`: the one place a feed's hold is recorded."""
+        state.hold_for(now, retry_after)
+
+    def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
+                        parsed: Parsed | None) -> None:
+        """A 301/308 seen on two polls in a row moves the source for good (SourceState.redirected); a
+        feed found on the source's HTML page is polled from then on."""
+        if parsed is not None and parsed.feed_url:
+            state.feed_url = parsed.feed_url
+            log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
+                     redact_url(parsed.feed_url))
+        step = state.redirected(result.moved_to or "")
+        if step == "once":
+            logs.error_line(source.name, state.address(), f"moved permanently to {redact_url(result.moved_to)};"
+                            " polled there from now on if the next poll says so too")
+        elif step == "moved":
+            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(result.moved_to)} (twice "
+                            "in a row): polled there from now on; update its url in params.py")
+
+    def _future_last_modified(self, source: Source, result: FetchResult) -> None:
+        """fetch.py dropped the answer's Last-Modified: said once per source and run, as the server
+        will not mend it by the next poll."""
+        if (source.name, "future Last-Modified") in self.noted:
+            return
+        self.noted.add((source.name, "future Last-Modified"))
+        logs.error_line(source.name, result.url, f"Last-Modified {result.future_last_modified} is in the future "
+                        "(later than the server's own Date, or ours without one): not kept nor sent back as "
+                        "If-Modified-Since, which a server comparing dates would answer 304 until that day; polls "
+                        "go on without it. The server's clock or its files' dates are wrong: tell the site's "
+                        "owner if it lasts (said once per run)")
+
+    def summary(self, *, due_only: bool = False) -> None:
+        """The "polled:" line of the polls since the last one; `due_only`: only when SUMMARY_EVERY has
+        passed since."""
+        if due_only and time.monotonic() - self.tally_since < SUMMARY_EVERY:
+            return
+        t = self.tally
+        if t.polled:
+            log.info("polled: %d sources in %.0f s: %d new records, %d duplicates, %d not modified, %d errors",
+                     t.polled, time.monotonic() - self.tally_since, t.new, t.duplicates, t.not_modified, t.errors)
+        self.tally, self.tally_since = PollTally(), time.monotonic()

@@ -1,0 +1,1 @@
+"""SHARED = True: what several daemons on one PostgreSQL coordinate."""

@@ -1,0 +1,103 @@
+"""SHARED = True for pushed sources: any daemon of the group may receive a webhook delivery or a WebSub
+request, so what must hold for the group is in the shared PostgreSQL (SQL in db/coord.py).
+
+- SharedInbox: a delivery id is taken in parser_deliveries (INSERT ... ON CONFLICT DO NOTHING) before
+  the delivery is kept in this daemon's durable inbox; a replay to any daemon finds it there and is
+  answered as a repeat. Should the inbox refuse the write, the id is given back, so the sender's
+  retry is taken.
+- SharedWebSub: one subscription per source for the whole group. The secret is the group's (made by
+  the first daemon, unless secret_env names one), a daemon (re)subscribes only when it claims the
+  source's turn in parser_websub, and the hub and topic it asked for are written before the request,
+  so the hub's verification may reach any daemon.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from db.coord import PerThread
+from db.coord_push import PushTables
+
+from ..core.errors import FetchError, ParseError, StorageError
+from ..pipeline.inbox import Inbox
+from ..push.listener import Reply
+from ..push.websub import VERIFY_WAIT, Subscription, WebSub
+
+
+def _tables(coords: PerThread) -> PushTables:
+    return PushTables(coords.get())
+
+
+class SharedInbox(Inbox):
+    def __init__(self, folder: Path, db_url: str):
+        super().__init__(folder)
+        self.coords = PerThread(db_url)
+        self.coords.get().create_schema()
+
+    def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
+        if delivery is None:
+            return super().accept(source, delivery, records)
+        coord = _tables(self.coords)
+        if not coord.take_delivery(source, delivery):
+            return False  # another daemon (or this one) took it: a replay
+        try:
+            return super().accept(source, delivery, records)
+        except StorageError:
+            coord.forget_delivery(source, delivery)
+            raise
+
+    def seen(self, source: str, delivery: str) -> bool:
+        return super().seen(source, delivery) or _tables(self.coords).delivery_seen(source, delivery)
+
+    def close(self) -> None:
+        self.coords.close()
+
+
+class SharedWebSub(WebSub):
+    def __init__(self, sources: list, *, db_url: str, **kwargs):
+        super().__init__(sources, **kwargs)
+        self.coords = PerThread(db_url)
+        self.coords.get().create_schema()
+        coord = _tables(self.coords)
+        for sub in self.subscriptions.values():
+            if not sub.source.push.secret():  # a secret of our own making: the group's, the first one's
+                sub.secret = coord.websub_secret(sub.source.name, sub.secret.decode("ascii")).encode("ascii")
+
+    def close(self) -> None:
+        super().close()
+        self.coords.close()
+
+    def _subscribe(self, sub: Subscription) -> None:
+        name = sub.source.name
+        try:
+            coord = _tables(self.coords)
+            if not coord.claim_websub(name, VERIFY_WAIT):
+                # Another daemon subscribed (or is subscribing): look again when the next turn is due.
+                hub, topic, due_in = coord.websub_row(name) or (None, None, VERIFY_WAIT)
+                with self._lock:
+                    sub.hub, sub.topic = hub or sub.hub, topic or sub.topic
+                    sub.next_action = self.clock() + max(due_in, 1.0)
+                return
+            if not sub.hub or not sub.topic:
+                sub.hub, sub.topic = self._discover(sub)
+            coord.websub_requested(name, sub.hub, sub.topic)  # before the request: any daemon may verify
+        except (FetchError, ParseError, StorageError) as exc:
+            self._failed(sub, str(exc))
+            return
+        super()._subscribe(sub)
+
+    def verify(self, sub: Subscription, query) -> Reply:
+        if not sub.topic:  # requested by another daemon of the group
+            try:
+                row = _tables(self.coords).websub_row(sub.source.name)
+            except StorageError:
+                row = None
+            if row is not None and row[1]:
+                with self._lock:
+                    sub.hub, sub.topic = row[0] or sub.hub, row[1]
+        reply = super().verify(sub, query)
+        if reply.status == 200 and sub.state == "active":
+            try:
+                _tables(self.coords).websub_verified(sub.source.name, sub.lease, sub.next_action - self.clock())
+            except StorageError:
+                pass  # another daemon may subscribe again at VERIFY_WAIT: a renewal, not a second one
+        return reply

@@ -1,0 +1,240 @@
+"""Pass 2 of a two-pass job on the daemon's worker loop: each pending link of the link file fetched
+once as a work item of the scheduler, its fields extracted, one record per object staged through the
+job's sink, then the link marked. Links are read lazily from the file (at most CONCURRENCY of a job's
+objects wait for a worker), also while a harvest appends to it; a held host's links wait apart
+(linkgen.frontier.HostFrontier) until the hold ends.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from functools import partial
+
+from linkgen.harvest import in_domains
+from linkgen.linkfile import MAX_ATTEMPTS, Mark
+from linkgen.politeness import HostHeldError, polite_get
+
+from ..adapters.extract import extract_fields
+from ..core.errors import FetchError, ParseError
+from ..core.record import now_iso
+from ..fetch.pages import parse_html
+from ..fetch.scheduler import Work
+from .job_context import JobContext, url_of
+from .job_files import JobFiles
+from .job_run import JobRun, ObjectOutcome
+from .pass1 import Pass1
+
+log = logging.getLogger("parser")
+REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
+PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
+SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
+
+
+class Pass2:
+    def __init__(self, ctx: JobContext, pass1: Pass1):
+        self.ctx = ctx
+        self.pass1 = pass1  # an open template range goes on when pass 2 has confirmed its links
+
+    def offer(self, files: JobFiles, run: JobRun) -> None:
+        """Hand pending links to the scheduler, at most CONCURRENCY of this job's waiting or running."""
+        if run.given_up:
+            return
+        scheduler = self.ctx.scheduler
+        room = self.ctx.window - scheduler.waiting(run.objects) - scheduler.running_for(run.objects)
+        run.drained = False
+        most = self.ctx.max_objects
+        while room > 0:
+            if most is not None and run.handed >= most:
+                run.drained = True
+                return
+            item = self._next_link(files, run)
+            if item is None:
+                run.drained = True
+                return
+            index, url = item
+            if not run.started:
+                run.started = run.said_at = time.monotonic()
+            self.ctx.scheduler.add(Work(url=url, owner=run.objects,
+                                        run=partial(self.fetch_object, files, index, url),
+                                        absorb=partial(self._object_done, run),
+                                        failed=partial(self._object_crashed, run, index, url)))
+            run.handed += 1
+            room -= 1
+            if most is not None and run.handed == most and self._next_link(files, run) is not None:
+                self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
+                                    f"{most} and stops there")
+
+    def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
+        """The next link whose host is not held: from the frontier, else pulled from the link file."""
+        for _ in range(PULL_MAX):
+            item = run.frontier.pop()
+            if item is not None:
+                return item
+            item = self._pull(files, run)
+            if item is None:
+                return None
+            run.frontier.append(item)
+        return None
+
+    def _pull(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
+        """One pending link from the file that is not already ours. The file is asked again when links
+        were added (a harvest going on) or, for retries come due, every REREAD_EVERY seconds."""
+        while True:
+            if run.links is None:
+                if len(files.links) == run.seen_links and time.monotonic() - run.asked_at < REREAD_EVERY:
+                    return None
+                # --once asks again at once for the retries of earlier runs, only on its first look: a link
+                # that fails in this run waits for its backoff like any other.
+                run.links = files.links.pending(ignore_backoff=self.ctx.once and run.seen_links < 0)
+                run.seen_links, run.asked_at = len(files.links), time.monotonic()
+                fresh = True
+            else:
+                fresh = False
+            for index, url in run.links:
+                if index not in run.mine:
+                    run.mine.add(index)
+                    return index, url
+            run.links = None
+            if fresh:
+                return None
+
+    def _object_crashed(self, run: JobRun, index: int, url: str, exc: BaseException) -> None:
+        log.error("internal error fetching %s: %r", url, exc)  # a bug in a worker fails that link only
+        run.ready.append(ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}"))
+
+    def _object_done(self, run: JobRun, outcome: ObjectOutcome) -> None:
+        """Main thread: an object back from its worker; staged with the others of this turn."""
+        if outcome.held:
+            run.frontier.park((outcome.index, outcome.url))  # not sent: asked when the hold ends
+        else:
+            run.ready.append(outcome)
+
+    def stage(self, files: JobFiles, run: JobRun) -> None:
+        """Main thread: the objects back since the last turn, staged together (one fsync) and marked."""
+        ready, run.ready = run.ready, []
+        if not ready:
+            return
+        again = self._absorb(files, ready, run.tally, run.empty)
+        for item in again:
+            run.frontier.park(item)  # refused with Retry-After: still ours, asked after the hold
+        kept = {index for index, _ in again}
+        for outcome in ready:
+            if outcome.index not in kept:
+                run.mine.discard(outcome.index)  # marked; or abandoned, so the file gives it again
+        run.tried_since_extend += len(ready)
+        counts = files.links.counts()
+        self.ctx.show(f"{files.job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
+        if run.tally and time.monotonic() - run.said_at >= SUMMARY_EVERY:
+            self.summary(files, run)
+
+    def idle(self, run: JobRun) -> bool:
+        """Nothing of this job's pass 2 to send now, waiting, running or to stage."""
+        return run.drained and not run.ready and not self.ctx.scheduler.waiting(run.objects) \
+            and not self.ctx.scheduler.running_for(run.objects)
+
+    def when_idle(self, files: JobFiles, run: JobRun) -> None:
+        """Nothing to send now and nothing in flight: an open range goes on, the tally is said, and
+        --once waits for a held host (within ONCE_WAIT_MAX) or leaves its links for the next run."""
+        if not self.idle(run):
+            return
+        # A run that fetches only the first links (--dry-run) does not go on past them.
+        if files.job.stop_after_misses is not None and run.tried_since_extend and self.ctx.max_objects is None:
+            run.tried_since_extend = 0
+            if self.pass1.expand_template(files, scheduled=False):
+                run.drained = False  # the new links go at the next turn
+                return
+        harvesting = files.harvest is not None and files.harvest.active and not run.given_up
+        if run.tally and not harvesting:
+            self.summary(files, run)
+        if self.ctx.once and run.frontier.parked_count and not harvesting and not run.given_up:
+            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()],
+                                     "links", run.frontier.parked_count)
+
+    def summary(self, files: JobFiles, run: JobRun) -> None:
+        job, tally = files.job, run.tally
+        tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
+        counts = files.links.counts()
+        empties = ", ".join(f"{name} {n}" for name, n in run.empty.most_common())
+        log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
+                 "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
+                 tally["gone"], tally["retry"], tally["dead"],
+                 (f", {tally['refused']} refused with Retry-After" if tally["refused"] else "")
+                 + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""),
+                 empties or "none", counts["pending"], time.monotonic() - run.started)
+        failed = tried - tally["done"]
+        self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
+                            + (f", {failed} failed" if failed else ""))
+        self.ctx.end_progress()
+        run.tally, run.empty, run.started = Counter(), Counter(), 0.0
+
+    def fetch_object(self, files: JobFiles, index: int, url: str) -> ObjectOutcome:
+        """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
+        Touches no file."""
+        try:
+            harvest = files.job.harvest
+            response = polite_get(url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer, delay=files.job.delay,
+                                  robots=self.ctx.robots if harvest else None,
+                                  may_follow=(lambda target: in_domains(target, harvest.allowed_domains))
+                                  if harvest else None)
+            doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
+        except HostHeldError:
+            return ObjectOutcome(url=url, index=index, held=True)
+        except FetchError as exc:
+            refused = exc.retry_after is not None
+            return ObjectOutcome(url=url, index=index, error=str(exc), final=exc.permanent, refused=refused,
+                                 abandoned=self.ctx.stop.is_set() and not refused)
+        except ParseError as exc:
+            return ObjectOutcome(url=url, index=index, error=str(exc))
+        extracted = extract_fields(doc, files.selectors, files.blank)
+        if not extracted.matched:
+            # A 200 that is not the object (maintenance, "not found" in a page frame): stored, it would
+            # mark the link done for good; a miss is asked again, and ends an open range.
+            return ObjectOutcome(url=url, index=index, unmatched=True,
+                                 error=f"no field matched ({', '.join(files.selectors)}): looks like an error or "
+                                       "maintenance page, not stored (if every page says so, check the job's "
+                                       "fields)")
+        record = {"url": url, "fetched": now_iso(self.ctx.clock), **extracted.values}
+        return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty)
+
+    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter,
+                empty: Counter) -> list[tuple[int, str]]:
+        """Main thread: stage the records (durably), then mark their links; log the failures. Return the
+        refused links (line, URL) that may be asked again (after their host's hold)."""
+        ready = [o for o in ready if not o.abandoned]
+        if not ready:
+            return []
+        staged = files.sink.stage([o.record for o in ready if o.record is not None])
+        files.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
+        tally["new"] += len(staged.new)
+        tally["duplicates"] += staged.duplicates
+        marks = []
+        for outcome in ready:
+            tally["unmatched"] += outcome.unmatched
+            if outcome.record is not None:
+                marks.append(Mark(outcome.url, "done", index=outcome.index))
+                empty.update(outcome.empty)
+            elif outcome.refused:
+                marks.append(Mark(outcome.url, "refused", outcome.error or "", outcome.index))
+            else:
+                marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
+                                  outcome.index))
+        again = []
+        for mark, link_state in files.links.mark(marks):
+            tally[link_state.status] += 1
+            if mark.status == "done":
+                continue
+            if mark.status == "refused":
+                self.ctx.refusal(files, mark.url, mark.detail, link_state.attempts, link_state.status)
+                if link_state.status == "refused":
+                    again.append((mark.index, mark.url))
+                continue
+            if link_state.status == "gone":
+                then = "not asked again"
+            elif link_state.status == "retry":
+                then = f"attempt {link_state.attempts} of {MAX_ATTEMPTS}, asked again later"
+            else:
+                then = f"given up after {link_state.attempts} attempts"
+            self.ctx.error(files, mark.url, mark.detail, then)
+        return again
+

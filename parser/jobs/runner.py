@@ -1,0 +1,133 @@
+"""Two-pass jobs (LINK_JOBS) on the daemon's one worker loop (parser/fetch/scheduler.py).
+
+Pass 1 writes a job's link file (linkgen: a template, or a harvest from a root page) when it is
+due by the job's `interval`; pass 2 fetches each pending link once, extracts the job's fields and
+stages one record per object through the job's own Sink (uniqueness, staging CSV, table named
+after the job). Harvest pages and objects are work items of the scheduler like the feeds' polls, so
+pass 2 fetches the links a harvest finds while the harvest goes on, under the same per-host limits.
+Pending links are read lazily from the link file (at most CONCURRENCY of a job's objects wait for a
+worker). Worker threads fetch and parse; the main thread does all writing, one batch of results at a
+time (a turn of the daemon's loop), staging records before marking their links done. The passes are
+parser/jobs/pass1.py and parser/jobs/pass2.py, what they share parser/jobs/job_context.py; this module opens the
+jobs and gives them their turn.
+
+A host that answers 429 or 503 with Retry-After is held (parser/fetch/host_slots.py, HostSlots): nothing is
+sent to it before that time, by any job or feed poll, and the hold is kept in the job's state.json for
+a restart.
+The refused link or page spends one attempt and is asked again when the hold ends; links and pages
+that were only kept back spend none. --once waits for holds up to ONCE_WAIT_MAX seconds per job,
+then leaves the rest for the next run; forever mode moves on and comes back when the hold ends.
+
+Each job keeps its files in STAGING_DIR/jobs/<name>/ (parser/jobs/job_files.py). With --dry-run both
+passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the records are printed.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from linkgen.frontier import HostFrontier
+
+from ..fetch.http import Fetcher
+from ..fetch.scheduler import Scheduler
+from ..pipeline.sink import PrintSink, Sink
+from ..settings.link_jobs import LinkJob
+from ..settings.params import Settings
+from .job_context import DRY_RUN_LINKS, JobContext, url_of, utc
+from .job_files import JobFiles, job_folder
+from .job_run import JobRun
+from .pass1 import Pass1
+from .pass2 import Pass2
+
+log = logging.getLogger("parser")
+
+__all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder"]
+
+
+class JobRunner:
+    def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
+                 stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
+                 progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None,
+                 job_files: type[JobFiles] = JobFiles):
+        """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/jobs/job_files.py),
+        at most DRY_RUN_LINKS objects a job; the passes themselves do not know. job_files: the class a
+        job's files open with; with SHARED the group's (parser/group/shared_jobs.py, a floor above this one:
+        chosen by the daemon, passed in)."""
+        self.settings = settings
+        self.open_files = job_files
+        self.jobs = jobs
+        self.dry_run, self.out = dry_run, out
+        self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
+                              once=once or dry_run, links_only=links_only,
+                              max_objects=DRY_RUN_LINKS if dry_run else None, progress=progress,
+                              shared=settings.shared and not dry_run)
+        self.pass1 = Pass1(self.ctx)
+        self.pass2 = Pass2(self.ctx, self.pass1)
+        self.job_files: list[JobFiles] = []
+        self.runs: dict[str, JobRun] = {}
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def open(self) -> None:
+        ctx = self.ctx
+        log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
+        now = ctx.clock()
+        for job in self.jobs:
+            files = self.open_files(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
+            recovered = files.recover_staged()
+            if recovered:
+                log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",
+                         job.name, recovered)
+            for host, until in files.holds.items():
+                if until > now:  # a pause a server asked for before the restart still holds
+                    ctx.pacer.hold(host, until - now)
+                    log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
+                             job.name, host, utc(until))
+            self.job_files.append(files)
+            self.runs[job.name] = JobRun(HostFrontier(ctx.pacer.key_held_for, url_of=url_of), job.name)
+
+    def close(self) -> None:
+        for files in self.job_files:
+            files.close()
+        self.ctx.pacer.close()
+
+    def sinks(self) -> list[Sink | PrintSink]:
+        """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
+        return [files.sink for files in self.job_files]
+
+    # -- the daemon's turn (parser/technique.py) ----------------------------------------------
+    def offer(self) -> None:
+        """Main thread, at every turn of the daemon's loop: start pass 1 when it is due, and hand pages
+        and links to the scheduler."""
+        for files in self.job_files:
+            if self.ctx.stop.is_set():
+                return
+            run = self.runs[files.job.name]
+            self.pass1.step(files, run)
+            if not self.ctx.links_only:
+                self.pass2.offer(files, run)
+                self.pass2.when_idle(files, run)
+
+    def stage(self) -> None:
+        """Main thread, after the scheduler's absorb: the objects fetched this turn, staged and marked."""
+        for files in self.job_files:
+            self.pass2.stage(files, self.runs[files.job.name])
+
+    def keep_finished(self) -> None:
+        """Stopping: what was fetched is staged all the same."""
+        self.stage()
+        self.ctx.end_progress()
+
+    def finished(self) -> bool:
+        """--once: every job has done what this run can do."""
+        return self.ctx.stop.is_set() or all(self._job_finished(files, self.runs[files.job.name])
+                                             for files in self.job_files)
+
+    def _job_finished(self, files: JobFiles, run: JobRun) -> bool:
+        scheduler = self.ctx.scheduler
+        if scheduler.waiting(run.pages) or scheduler.running_for(run.pages):
+            return False
+        if not run.pass1_ran or (files.harvest and files.harvest.active and not run.given_up):
+            return False
+        return self.ctx.links_only or run.given_up or (self.pass2.idle(run) and not run.frontier.parked_count)

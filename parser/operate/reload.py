@@ -1,0 +1,97 @@
+"""SIGHUP: the params file read again between two turns of the loop, off the main thread
+(parser/settings/read.py). A good file applies at once: sources added, removed or changed (a changed
+url starts that source afresh), intervals, FLUSH_INTERVAL, DEAD_AFTER, MAX_ITEMS; one parser.log line
+says what changed and names what needs a restart. A bad file, or one still reading after
+READ_LIMIT, is refused with an errors.log line, and the running settings stay.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+
+from ..core import logs
+from ..core.errors import SettingsError
+from ..settings.params import Settings, Source
+from ..settings.read import SettingsRead
+from ..settings.run_options import RunOptions, select_sources
+from ..sources.protocols import polled, pushed
+from ..sources.source_schedule import SourceSchedule
+
+log = logging.getLogger("parser")
+# The settings a running daemon takes over from a re-read params file; the others were built into
+# the database, staging, fetcher, jobs or listener and wait for a restart.
+RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_items", "notes")
+RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
+
+
+@dataclass(frozen=True)
+class Running:
+    """What a reload changes, as the daemon runs it."""
+    settings: Settings
+    listened: list[Source]   # webhook and WebSub sources: the listener's, a change needs a restart
+    sources: list[Source]    # the polled ones
+    full_text: bool          # the poller was built with full text (a source's full_text needs it)
+
+
+class Reload:
+    def __init__(self, options: RunOptions, *, clock: Callable[[], float]):
+        self.options, self.clock = options, clock
+        self.requested = threading.Event()  # SIGHUP; acted on by the main thread between two turns
+        self.reading: SettingsRead | None = None  # the read going on in its thread
+
+    def request(self) -> None:
+        """From the SIGHUP handler: only a flag, the main thread reloads."""
+        self.requested.set()
+
+    def pending(self) -> bool:
+        return self.requested.is_set() or self.reading is not None
+
+    def step(self, running: Running, schedule: SourceSchedule) -> Running | None:
+        """Start the read, or look at the one going on, never waiting. The settings and sources to run
+        from now on when a good file has been read; None while the read goes on, or when the file was
+        refused. A SIGHUP during a read is kept for the next one, which reads the file as it is then."""
+        old = running.settings
+        if self.reading is None:
+            self.requested.clear()
+            self.reading = SettingsRead(old.params_path)
+        try:
+            new = self.reading.result()
+            if new is None:
+                return None
+            self.reading = None
+            sources = select_sources(new, self.options)
+        except (SettingsError, ValueError) as exc:
+            self.reading = None
+            logs.error_line("params", str(old.params_path), f"SIGHUP: refused, the running settings stay: {exc}")
+            log.info("params: SIGHUP: %s refused, the running settings stay", old.params_path,
+                     extra=logs.ALSO_IN_ERRORS)
+            return None
+        return self._apply(running, new, sources, schedule)
+
+    def _apply(self, running: Running, new: Settings, sources: list[Source], schedule: SourceSchedule) -> Running:
+        old = running.settings
+        restart = [name.upper() for name in RESTART_TO_APPLY if getattr(new, name) != getattr(old, name)]
+        listened, now_polled = pushed(sources), polled(sources)
+        if listened != running.listened:
+            restart.append("webhook and websub sources (the listener's)")
+        if any(src.full_text for src in now_polled) and not running.full_text:
+            restart.append("full_text")
+        before = {src.name: src for src in running.listened + running.sources}
+        after = {src.name: src for src in listened + now_polled}
+        added = [n for n in after if n not in before]
+        removed = [n for n in before if n not in after]
+        changed = [n for n in after if n in before and after[n] != before[n]]
+        for name in changed:
+            # A new url drops the old address's validators and redirects (state_of).
+            schedule.state(after[name]).rescheduled(self.clock(), after[name].interval)
+        schedule.set_sources(now_polled)
+        log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
+                 old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
+                 ", ".join(changed) or "none",
+                 f"; a restart is needed for {', '.join(restart)}" if restart else "")
+        for note in new.notes:
+            log.info("params: %s", note)
+        return replace(running, settings=replace(old, **{name: getattr(new, name) for name in RELOADABLE}),
+                       sources=now_polled)

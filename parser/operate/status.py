@@ -1,0 +1,266 @@
+"""The operator's view of a project: `run_daemon.py status`, and the status page's table.
+
+collect() reads what the daemon leaves in STAGING_DIR (state.json, daemon.json, daemon.lock, the
+staging CSVs and the jobs' link files) and returns one plain dict; it never writes and never takes
+the daemon's lock, so it runs beside a working daemon. format_text() lays that dict out for an
+80-column terminal, worst sources first.
+"""
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from linkgen.linkfile import LinkFile
+
+from ..core.errors import StorageError, printable
+from ..core.runinfo import daemon_status_path, load_run_info
+from ..core.urls import redact_url
+from ..jobs.job_files import job_folder
+from ..pipeline.staging import count_rows
+from ..settings.params import Settings, Source
+from ..sources.protocols import PROTOCOLS, protocol_of
+from ..sources.state import SourceState, iso, load_states
+from .control import daemon_pid
+
+LINK_STATUSES = ("pending", "done", "retry", "refused", "gone", "dead")
+# Worst first: the order of the table, and of the states a source can be in.
+RANK = {"dead": 0, "gone": 0, "held": 1, "failing": 2, "never polled": 3, "304": 4, "ok": 5, "disabled": 6}
+PROTOCOL_SHORT = {p.name: p.short for p in PROTOCOLS.values()}
+
+
+class RowCounter:
+    """Rows of staging CSVs, counted with the csv module (a field can hold newlines, so lines are no
+    measure), and remembered per file size and time so the status page does not re-read a big CSV
+    that did not change."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, tuple[tuple[int, int, int], int]] = {}
+
+    def rows(self, path: Path) -> int:
+        try:
+            st = path.stat()
+        except OSError:
+            return 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._cache.get(path)
+        if cached and cached[0] == key:
+            return cached[1]
+        try:
+            count = count_rows(path)
+        except (OSError, ValueError):  # vanished mid-read (a flush renamed it) or unreadable: next time
+            return 0
+        self._cache[path] = (key, count)
+        return count
+
+    def table(self, staging_csv: Path) -> dict:
+        """Rows waiting for one table: the staging CSV and the batches of flushes not yet committed."""
+        batches = sorted(staging_csv.parent.glob(f"{staging_csv.stem}.flushing-*.csv"))
+        live = {staging_csv, *batches}
+        for gone in [p for p in self._cache if p.parent == staging_csv.parent and p not in live]:
+            del self._cache[gone]
+        return {"rows": sum(self.rows(p) for p in [*batches, staging_csv]), "batches": len(batches)}
+
+
+def collect(settings: Settings, now: float, counter: RowCounter | None = None) -> dict:
+    """Everything the status view shows, as a JSON-ready dict (times in ISO 8601 UTC)."""
+    counter = counter or RowCounter()
+    staging = settings.staging_dir
+    states, group_links = load_states(staging / "state.json"), None
+    if settings.shared:  # the group's view, from the shared database (parser/group/shared.py)
+        from ..group.shared import group_view  # imported on first use: SHARED only (psycopg: 0.2 s of `status`)
+        try:
+            states, group_links = group_view(settings, now)
+        except StorageError:
+            pass  # this machine's files, then
+    info = load_run_info(daemon_status_path(staging)) or {}
+    pid = daemon_pid(staging)
+    running = pid is not None and info.get("pid") == pid and bool(info.get("running", True))
+    started = epoch_of(info.get("started"))
+    sources = [_source_view(s, states.get(s.name), settings, now) for s in settings.sources]
+    sources.sort(key=lambda v: (RANK[v["state_kind"]], -v["failures"], v["name"]))
+    tables = [{"table": "items", **counter.table(staging / "staging.csv")}]
+    jobs = []
+    for job in settings.link_jobs:
+        folder = job_folder(staging, job.name)
+        tables.append({"table": job.name, **counter.table(folder / "staging.csv")})
+        counts = group_links[job.name] if group_links is not None else \
+            LinkFile(folder, job.name, read_only=True).counts()
+        jobs.append({"name": job.name, "enabled": job.enabled, "links": {k: counts.get(k, 0) for k in LINK_STATUSES}})
+    return {
+        "now": iso(now),
+        "params": str(settings.params_path),
+        "daemon": {
+            "running": running,
+            "pid": pid if running else info.get("pid"),
+            "started": info.get("started"),
+            "uptime_seconds": round(now - started) if running and started else None,
+            "updated": info.get("updated"),
+            "status_page": info.get("status_listen") if running else None,
+        },
+        "last_flush": info.get("last_flush"),
+        "flushes": info.get("flushes", []),
+        "totals": info.get("totals", {}),
+        "staged": tables,
+        "sources": sources,
+        "jobs": jobs,
+    }
+
+
+def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> dict:
+    if state is None or state.url != source.url:
+        state = SourceState(url=source.url)  # the daemon drops a state whose address changed, too
+    kind, label = _state_of(source, state, settings, now)
+    next_poll = None  # a webhook is never polled; a disabled source is not now
+    if protocol_of(source).polled and kind != "disabled":
+        next_poll = iso(max(state.next_due, state.not_before, 0.0)) if state.last_poll else None
+    since = datetime.fromtimestamp(now - 24 * 3600, UTC).strftime("%Y-%m-%dT%H")
+    return {
+        "name": source.name,
+        "protocol": source.protocol,
+        "url": redact_url(source.url),
+        "state": label,
+        "state_kind": kind,
+        "failures": state.failures,
+        "dead": kind in ("dead", "gone"),
+        "last_status": state.last_status,
+        "last_outcome": state.last_outcome,
+        "last_poll": state.last_poll,
+        "last_success": state.last_success,
+        "last_new": state.last_new,
+        "new_24h": sum(h[1] for h in state.hourly if h[0] >= since),
+        "next_poll": next_poll,
+        "held_until": iso(state.not_before) if state.not_before > now else None,
+        "hourly": state.hourly,
+        "totals": state.totals,
+    }
+
+
+def _state_of(source: Source, state: SourceState, settings: Settings, now: float) -> tuple[str, str]:
+    """(kind, label): the kind sorts and colours, the label is what a person reads."""
+    if not source.enabled:
+        return "disabled", "disabled"
+    if state.failures and state.last_status == 410:
+        return "gone", f"gone ({state.failures})"
+    if state.dead or state.failures >= settings.dead_after:
+        return "dead", f"dead ({state.failures})"
+    if state.not_before > now:
+        return "held", f"held to {iso(state.not_before)[11:16]}"
+    if state.failures:
+        return "failing", f"failing {state.failures}"
+    if state.last_poll is None:
+        return "never polled", "not polled yet" if protocol_of(source).polled else "push"
+    if state.last_status == 304:
+        return "304", "ok, 304"
+    return "ok", "ok"
+
+
+# -- text ------------------------------------------------------------------------------------------
+def format_text(view: dict) -> str:
+    now = epoch_of(view["now"]) or 0.0
+    lines = [_daemon_line(view, now), *_flush_line(view, now).split("\n"), _staged_line(view), ""]
+    head = f"{'SOURCE':<17} {'PROTO':<6} {'STATE':<15} {'POLLED':>6} {'OK':>6} {'NEW':>6} {'24H':>5} {'NEXT':>6}"
+    lines.append(head)
+    for s in view["sources"]:
+        nxt = _until(s["next_poll"], now) if s["next_poll"] else "-"
+        lines.append(f"{_cut(s['name'], 17):<17} {PROTOCOL_SHORT.get(s['protocol'], s['protocol'])[:6]:<6} "
+                     f"{_cut(s['state'], 15):<15} {_ago(s['last_poll'], now):>6} {_ago(s['last_success'], now):>6} "
+                     f"{_ago(s['last_new'], now):>6} {s['new_24h']:>5} {nxt:>6}")
+    if not view["sources"]:
+        lines.append("(no sources)")
+    problems = [s for s in view["sources"] if s["failures"] and s["last_outcome"]]
+    if problems:
+        lines += ["", "last errors:"]
+        lines += [_cut(f"  {s['name']}: {s['last_outcome'].removeprefix('error: ')}", 80) for s in problems]
+    if view["jobs"]:
+        lines += ["", f"{'JOB':<23}" + "".join(f"{k.upper():>9}" for k in LINK_STATUSES)]
+        for job in view["jobs"]:
+            name = job["name"] + ("" if job["enabled"] else " (off)")
+            lines.append(f"{_cut(name, 23):<23}" + "".join(f"{job['links'][k]:>9}" for k in LINK_STATUSES))
+    lines.append("")
+    lines.append("POLLED, OK, NEW: time since the last poll, last success, last new entry;")
+    lines.append("24H: entries staged in the last 24 h; NEXT: time until the next poll")
+    # printable: an error kept in state.json by an older version (or typed in by hand) may hold a
+    # server's raw control characters
+    return "\n".join(_cut(printable(line), 80) for line in lines) + "\n"
+
+
+def _daemon_line(view: dict, now: float) -> str:
+    d = view["daemon"]
+    if d["running"]:
+        up = _duration(d["uptime_seconds"]) if d["uptime_seconds"] is not None else "?"
+        page = f"; page {d['status_page']}" if d["status_page"] else ""
+        return f"daemon: running, pid {d['pid']}, up {up}{page}"
+    if d["pid"]:
+        return f"daemon: NOT RUNNING (pid {d['pid']} last wrote its status {_ago(d['updated'], now)} ago)"
+    return "daemon: NOT RUNNING (it has not run on this staging folder)"
+
+
+def _flush_line(view: dict, now: float) -> str:
+    f = view["last_flush"]
+    if not f:
+        return "last flush: none yet"
+    if f["ok"]:
+        what = f"ok, {f['rows']} row{'' if f['rows'] == 1 else 's'}" \
+            + (f", {f['already']} already stored" if f.get("already") else "")
+        return f"last flush: {_ago(f['at'], now)} ago ({f['why']}), {what}, {f['seconds']:.2f} s"
+    return f"last flush: {_ago(f['at'], now)} ago ({f['why']}) FAILED:\n  {f.get('error') or '?'}"
+
+
+def _staged_line(view: dict) -> str:
+    parts = []
+    for t in view["staged"]:
+        batches = f" ({t['batches']} batch{'es' if t['batches'] != 1 else ''} from an unfinished flush)" \
+            if t["batches"] else ""
+        parts.append(f"{t['table']} {t['rows']}{batches}")
+    return "staged rows waiting for the database: " + ", ".join(parts)
+
+
+def epoch_of(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _ago(when: str | None, now: float) -> str:
+    at = epoch_of(when)
+    return "-" if at is None else _duration(now - at)
+
+
+def _until(when: str | None, now: float) -> str:
+    at = epoch_of(when)
+    if at is None:
+        return "-"
+    return "now" if at <= now else _duration(at - now)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def print_status(settings: Settings, *, as_json: bool, now: float, out: TextIO) -> int:
+    """`run_daemon.py status [--json]`: print the view; exit code 0 (reading never fails the daemon)."""
+    view = collect(settings, now)
+    if as_json:
+        json.dump(view, out, indent=1)
+        out.write("\n")
+    else:
+        out.write(format_text(view))
+    return 0
+
+

@@ -1,0 +1,1 @@
+"""A record's way after parsing: full text, identity, uniqueness, staging, inbox, quarantine, history."""

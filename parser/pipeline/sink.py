@@ -1,0 +1,193 @@
+"""Where records go after parsing: uniqueness check -> staging CSV -> (flush) -> database table.
+
+A Sink is the same for every kind of record: the cyclic pass has one (table `items`), each
+two-pass job has its own (its own table, CSV and hash file), so uniqueness is per table.
+--dry-run opens a PrintSink in its place (the one choice, where the run is opened): the same
+interface, the records that would be staged printed, nothing written.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from db.store import Database
+
+from ..core.errors import RecordRefusedError, StorageError
+from ..core.record import AnyRecord, safe_record
+from .dedup import Uniqueness, open_uniqueness
+from .history import History
+from .identity import Identity
+from .quarantine import set_aside
+from .staging import StagingFile, read_rows
+
+log = logging.getLogger("parser")
+
+
+@dataclass
+class Staged:
+    new: list[dict[str, str]]  # the new records, each with its `hash`
+    duplicates: int
+
+
+def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
+               feed_links: Iterable[str] = ()) -> Staged:
+    """Key each record (parser/pipeline/identity.py: one poll's records together, `feed_links` being the feed's
+    own addresses) and keep, with its `hash`, those neither staged before nor already in `seen` (this
+    batch, or a dry run's earlier batches); the uniqueness check is asked once per batch."""
+    # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
+    # text no UTF-8 file or database can hold is made safe here, before the key is taken.
+    records = [safe_record(record) for record in records]
+    identified = identity.identify(records, feed_links)
+    digests = identified.keys
+    unseen = dedup.unseen(digests)
+    seen = set() if seen is None else seen
+    fresh: list[dict[str, str]] = []
+    for record, digest in zip(identified.records, digests, strict=True):
+        if digest in unseen and digest not in seen:
+            seen.add(digest)
+            fresh.append({"hash": digest, **record})
+    return Staged(new=fresh, duplicates=len(records) - len(fresh))
+
+
+def print_records(records: list[dict], out: TextIO) -> None:
+    """--dry-run's output: a record a line, as JSON, without the hash."""
+    for record in records:
+        print(json.dumps({k: v for k, v in record.items() if k != "hash"}, ensure_ascii=False), file=out)
+    out.flush()
+
+
+class Sink:
+    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
+                 setting: str = "UNIQUE_FIELDS"):
+        """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
+        in params.py."""
+        self.table = table
+        self.columns = ("hash", *columns)
+        self.identity = Identity(unique_fields, algorithm, table=table)
+        self.folder = staging_dir
+        # Before any file opens: hashes of another rule are refused, naming the setting's old value.
+        self.history = History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm,
+                               unique_fields=unique_fields, setting=setting)
+        self.history.check_rule()
+        self.staging = StagingFile(staging_dir / csv_name, self.columns)
+        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
+
+    def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
+        """select_new, then append to the CSV durably, and only then remember the hashes."""
+        return self.stage_many([(records, feed_links)])[0]
+
+    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
+        """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
+        a record two of them share is new in the first only. Return each batch's Staged."""
+        seen: set[str] = set()
+        results = [select_new(records, self.dedup, self.identity, seen, feed_links=links)
+                   for records, links in batches]
+        new = [record for staged in results for record in staged.new]
+        if new:
+            refused: list[tuple[dict, str]] = []
+            self.staging.append(new, refused)
+            for record, error in refused:
+                set_aside(self.folder, self.table, record, error)
+            self.dedup.add(r["hash"] for r in new)  # a set-aside record is not asked for again
+        return results
+
+    def flush(self, db: Database) -> tuple[int, int]:
+        """Load every pending batch into the table; return (rows written, rows already stored).
+
+        Rotate, insert ignoring known hashes, commit, then delete the batch: a crash anywhere in
+        between is repaired by doing it again.
+        """
+        self.staging.rotate()
+        written = already = 0
+        for batch in self.staging.batches():
+            rows = [safe_record(row) for row in read_rows(batch)]  # a file staged by an older version too
+            inserted = self._insert(db, rows) if rows else 0
+            os.remove(batch)
+            written += inserted
+            already += len(rows) - inserted
+        if written or already:  # the mark of the database these hashes went into (parser/pipeline/history.py)
+            self.history.flushed(db, self.table)
+        return written, already
+
+    def _insert(self, db: Database, rows: list[dict]) -> int:
+        """Insert rows; when the database refuses a value, find the refused rows by halving (a few
+        transactions for a few bad rows among thousands), set them aside and insert the others."""
+        try:
+            return db.insert_new(self.table, self.columns, rows)
+        except RecordRefusedError as exc:
+            if len(rows) == 1:
+                set_aside(self.folder, self.table, rows[0], str(exc))
+                return 0
+        middle = len(rows) // 2
+        return self._insert(db, rows[:middle]) + self._insert(db, rows[middle:])
+
+    def save(self) -> None:
+        self.dedup.save()
+
+    def close(self) -> None:
+        self.dedup.close()
+
+    def say(self, text: str) -> None:
+        """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
+
+    def show(self, records: list[dict]) -> None:
+        """A PrintSink prints the records that would be staged; a Sink has staged them."""
+
+
+class PrintSink:
+    """--dry-run's sink: Sink's interface, writing nothing. Uniqueness is checked read-only against
+    the hashes staged by earlier runs (so what is stored already is not shown) and against this run's
+    own records; show() prints the records that would be staged, say() the comment lines among them."""
+
+    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
+                 out: TextIO, setting: str = "UNIQUE_FIELDS"):
+        self.table = table
+        self.identity = Identity(unique_fields, algorithm, table=table)
+        History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm, unique_fields=unique_fields,
+                setting=setting, read_only=True).check_rule()  # what a real run would refuse, refused
+        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
+        self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
+        self.out = out
+
+    def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
+        return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
+
+    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
+        return [self.stage(records, links) for records, links in batches]
+
+    def flush(self, db: Database | None) -> tuple[int, int]:
+        return 0, 0
+
+    def save(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.dedup.close()
+
+    def say(self, text: str) -> None:
+        print(f"# {text}", file=self.out)
+        self.out.flush()
+
+    def show(self, records: list[dict]) -> None:
+        print_records(records, self.out)
+
+
+__all__ = ["PrintSink", "Sink", "Staged", "StorageError"]
+
+
+def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None) -> Sink | PrintSink:
+    """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place."""
+    setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
+    kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
+                  csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
+                  setting=setting)
+    return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(**kwargs)

@@ -1,0 +1,255 @@
+"""LINK_JOBS: each two-pass job checked into a frozen LinkJob, with messages naming the job and key.
+
+Called by settings.py, which owns the reporting: `add(where, what)` collects a problem.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from linkgen.spec import HarvestSpec
+from linkgen.templates import NumberRange, Values, count_links, expand, parse_values, placeholders
+
+from ..adapters.extract import compile_selector
+from ..core.setting_values import http_url, seconds_problem, whole_problem
+
+JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
+            "interval", "delay", "unique_fields")
+HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "objects")
+RESERVED_COLUMNS = ("id", "hash", "url", "fetched")
+RESERVED_TABLES = ("items",)
+MAX_TEMPLATE_LINKS = 10_000_000
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
+
+JOB_DEFAULTS = {"enabled": True, "interval": 86400, "delay": 0, "unique_fields": ["url"]}
+HARVEST_DEFAULTS = {"depth": 3, "follow": "", "max_pages": 1000}
+
+
+@dataclass(frozen=True)
+class LinkJob:
+    name: str                         # also its database table
+    fields: Mapping[str, str]         # column -> XPath or css: selector
+    template: str | None = None
+    values: Mapping[str, Values] = field(default_factory=lambda: MappingProxyType({}))
+    stop_after_misses: int | None = None
+    harvest: HarvestSpec | None = None
+    enabled: bool = True
+    interval: float = 86400.0         # how often pass 1 runs again
+    delay: float = 0.0                # seconds between requests to one host
+    unique_fields: tuple[str, ...] = ("url",)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return ("url", "fetched", *self.fields)
+
+
+def check_link_jobs(raw: Any, add: Callable[[str, str], None]) -> list[LinkJob]:
+    if not isinstance(raw, (list, tuple)):
+        add("LINK_JOBS", f"must be a list of dicts, got {type(raw).__name__}")
+        return []
+    jobs: list[LinkJob] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            add(f"LINK_JOBS[{i}]", f"must be a dict, got {type(item).__name__}")
+            continue
+        name = item.get("name")
+        where = f"LINK_JOBS[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
+        problems: list[str] = []
+        job = _check_job(item, problems)
+        for what in problems:
+            add(where, what)
+        if isinstance(name, str) and name in seen:
+            add(where, f"duplicate job name {name!r}")
+        if isinstance(name, str):  # a list as a name is reported above; it cannot go in a set
+            seen.add(name)
+        if job is not None and not problems:
+            jobs.append(job)
+    return jobs
+
+
+def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
+    _unknown_keys(item, JOB_KEYS, "", problems)
+    v = {**JOB_DEFAULTS, **item}
+    name = v.get("name")
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        problems.append(f"name must be a table name: lowercase letters, digits and _, starting with a letter "
+                        f"or _, at most 63 characters; got {name!r}")
+    elif name in RESERVED_TABLES:
+        problems.append(f"name {name!r} is the feeds' table; choose another")
+    if not isinstance(v["enabled"], bool):
+        problems.append(f"enabled must be True or False, got {v['enabled']!r}")
+    for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
+        if what:
+            problems.append(f"{key} {what}, got {v[key]!r}")
+    fields = _check_fields(v.get("fields"), problems)
+    unique = v["unique_fields"]
+    allowed = ("url", "fetched", *fields)
+    if not (isinstance(unique, (list, tuple)) and unique and all(f in allowed for f in unique)):
+        problems.append(f"unique_fields must be a non-empty list of columns ({', '.join(allowed)}), got {unique!r}")
+
+    has_template, has_harvest = "template" in item, "harvest" in item
+    if has_template == has_harvest:
+        problems.append("needs exactly one of 'template' (with 'values') or 'harvest'"
+                        + (", not both" if has_template else ""))
+        return None
+    template, values, stop, harvest = None, {}, None, None
+    if has_template:
+        for key in ("objects",):
+            if key in item:
+                problems.append(f"{key!r} belongs to a harvest job; a template job fetches every link it makes")
+        template, values, stop = _check_template(v, problems)
+    else:
+        for key in ("values", "stop_after_misses"):
+            if key in item:
+                problems.append(f"{key!r} belongs to a template job, not a harvest")
+        harvest = _check_harvest(v.get("harvest"), item.get("objects"), problems)
+    if problems:
+        return None
+    return LinkJob(name=name, fields=MappingProxyType(fields), template=template,
+                   values=MappingProxyType(values), stop_after_misses=stop, harvest=harvest,
+                   enabled=v["enabled"], interval=float(v["interval"]), delay=float(v["delay"]),
+                   unique_fields=tuple(unique))
+
+
+def _check_fields(raw: Any, problems: list[str]) -> dict[str, str]:
+    if not isinstance(raw, Mapping) or not raw:
+        problems.append("fields must be a non-empty dict {column: XPath or 'css:selector'}")
+        return {}
+    fields: dict[str, str] = {}
+    for column, selector in raw.items():
+        if not isinstance(column, str) or not _IDENTIFIER.match(column):
+            problems.append(f"fields: {column!r} is not a column name (lowercase letters, digits and _)")
+            continue
+        if column in RESERVED_COLUMNS:
+            problems.append(f"fields: {column!r} is filled by the parser itself; choose another column name")
+            continue
+        try:
+            compile_selector(selector)
+        except ValueError as exc:
+            problems.append(f"fields[{column!r}] {exc}: {selector!r}")
+            continue
+        fields[column] = selector.strip()
+    return fields
+
+
+def _check_template(v: Mapping[str, Any], problems: list[str]) -> tuple[str | None, dict[str, Values], int | None]:
+    template, raw_values = v.get("template"), v.get("values", {})
+    if not isinstance(template, str) or not template.strip():
+        problems.append(f"template must be a URL string with {{name}} placeholders, got {template!r}")
+        return None, {}, None
+    try:
+        names = placeholders(template)
+    except ValueError as exc:
+        problems.append(f"template: {exc}")
+        return None, {}, None
+    if not isinstance(raw_values, Mapping):
+        problems.append(f"values must be a dict {{placeholder: list, range or dict}}, got {raw_values!r}")
+        return None, {}, None
+    values: dict[str, Values] = {}
+    for name in names:
+        if name not in raw_values:
+            problems.append(f"values has no entry for the template's placeholder {{{name}}}")
+            continue
+        try:
+            values[name] = parse_values(raw_values[name])
+        except ValueError as exc:
+            problems.append(f"values[{name!r}]: {exc}")
+            values[name] = None  # type: ignore[assignment]
+    for name in raw_values:
+        if name not in names:
+            problems.append(f"values[{name!r}] is not used by the template")
+    if problems:
+        return None, {}, None
+    stop = v.get("stop_after_misses")
+    ranges = [n for n, x in values.items() if isinstance(x, NumberRange)]
+    if stop is not None:
+        if what := whole_problem(stop):
+            problems.append(f"stop_after_misses {what}, got {stop!r}")
+        elif len(ranges) != 1:
+            problems.append(f"stop_after_misses needs exactly one number range in values, found {len(ranges)}")
+    else:
+        for n in ranges:
+            if values[n].last is None:
+                problems.append(f"values[{n!r}] has no 'to': an open-ended range needs stop_after_misses")
+    if problems:
+        return None, {}, None
+    today = datetime.now(UTC).date()
+    size = count_links(values, today)
+    if size is not None and size > MAX_TEMPLATE_LINKS:
+        problems.append(f"template gives {size:,} links, more than {MAX_TEMPLATE_LINKS:,}; split the job")
+        return None, {}, None
+    try:
+        first = next(expand(template, values, today=today, stop_after_misses=stop), None)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        problems.append(f"template does not expand: {exc}")
+        return None, {}, None
+    if first is not None and not _http_url(first.url):
+        problems.append(f"template must give http(s) URLs, gives {first.url!r}")
+    return template.strip(), values, stop
+
+
+def _check_harvest(raw: Any, job_objects: Any, problems: list[str]) -> HarvestSpec | None:
+    if not isinstance(raw, Mapping):
+        problems.append(f"harvest must be a dict with 'root' and the job's 'objects', got {type(raw).__name__}")
+        return None
+    _unknown_keys(raw, HARVEST_KEYS, "harvest: ", problems)
+    h = {**HARVEST_DEFAULTS, **raw}
+    root = h.get("root")
+    if not _http_url(root):
+        problems.append(f"harvest: root must be an http(s) URL, got {root!r}")
+        return None
+    if job_objects is not None and "objects" in raw:
+        problems.append("objects is given twice (in the job and in harvest); keep one")
+    objects = job_objects if job_objects is not None else raw.get("objects")
+    if objects is None:
+        problems.append("a harvest job needs 'objects': a regex matching the links of object pages")
+    for key, pattern in (("objects", objects), ("harvest: follow", h["follow"])):
+        if pattern is None:
+            continue
+        if not isinstance(pattern, str):
+            problems.append(f"{key} must be a regex string, got {pattern!r}")
+            continue
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            problems.append(f"{key} is not a valid regex ({exc}): {pattern!r}")
+    depth, max_pages = h["depth"], h["max_pages"]
+    if not (_int(depth) and depth >= 1):
+        problems.append(f"harvest: depth must be a whole number, 1 or more (link hops from the root), got {depth!r}")
+    if not (_int(max_pages) and max_pages >= 1):
+        problems.append(f"harvest: max_pages must be a whole number above 0, got {max_pages!r}")
+    domains = h.get("allowed_domains", [urlsplit(root).hostname])
+    if not (isinstance(domains, (list, tuple)) and domains
+            and all(isinstance(d, str) and _DOMAIN.match(d.strip().lower()) for d in domains)):
+        problems.append(f"harvest: allowed_domains must be a non-empty list of host names "
+                        f"(like 'example.com', no scheme or port), got {domains!r}")
+        domains = []
+    if problems:
+        return None
+    return HarvestSpec(root=root.strip(), objects=objects, depth=depth, follow=h["follow"],
+                       allowed_domains=tuple(d.strip().lower().rstrip(".") for d in domains), max_pages=max_pages)
+
+
+def _unknown_keys(item: Mapping[str, Any], known: tuple[str, ...], prefix: str, problems: list[str]) -> None:
+    for key in item:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f", did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(known)})"
+            problems.append(f"{prefix}unknown key {key!r}{hint}")
+
+
+def _http_url(x: Any) -> bool:
+    return isinstance(x, str) and http_url(x.strip())
+
+
+def _int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+

@@ -1,0 +1,524 @@
+"""Reads a project's params.py once, checks every value, and returns one immutable Settings.
+
+Nothing else in the project reads params.py. Every problem is reported with the setting's name
+before anything is created on disk, so a typo never leaves half a project behind.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import os
+import reprlib
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from .. import __version__
+from ..core.errors import SettingsError
+from ..core.logs import LOG_FORMATS
+from ..core.record import RECORD_FIELDS
+from ..core.setting_values import resolve_path, seconds_problem, whole_problem
+from ..fetch.ratelimit import Rate
+from ..pipeline.identity import AUTO
+from ..sources.opml import CONTROL_CHARACTERS, OpmlError, read_outlines
+from ..sources.protocols import PROTOCOLS, pushed
+from ..sources.source_options import (
+    PROTOCOL_KEYS,
+    Auth,
+    JsonApi,
+    Push,
+    check_callback_base,
+    check_protocol_keys,
+    check_push_paths,
+    check_rate_fits,
+    default_interval,
+    parse_listen,
+)
+from .link_jobs import LinkJob, check_link_jobs
+
+MiB = 1024 * 1024
+DEDUP_MODES = ("hashfile", "bloom", "off")
+HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items") + PROTOCOL_KEYS
+
+
+@dataclass(frozen=True)
+class Source:
+    """One cyclic source: an address whose content changes (a SourceView: parser/adapters/source_view.py)."""
+    name: str
+    url: str
+    enabled: bool = True
+    interval: float = 600.0
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    tags: tuple[str, ...] = ()
+    max_items: int = 50
+    # Protocol adapters (parser/sources/source_options.py): the protocol, and the keys that protocol reads.
+    protocol: str = "feed"
+    api: JsonApi | None = None      # json_api and webhook: items, map, query/header params, paging
+    auth: Auth | None = None
+    push: Push | None = None        # webhook and websub: path, secret_env, delivery_header, hub
+    rate: Rate | None = None
+    full_text: bool = False
+
+    @property
+    def body_kind(self) -> str:
+        """What its bodies are, as its protocol's row says ("feed", "json"): the adapters' choice."""
+        return PROTOCOLS[self.protocol].body
+
+
+@dataclass(frozen=True)
+class Settings:
+    params_path: Path
+    db_url: str
+    staging_dir: Path
+    log_dir: Path
+    poll_interval: float
+    flush_interval: float
+    sources: tuple[Source, ...]
+    unique_fields: str | tuple[str, ...]  # "auto" or record fields (parser/pipeline/identity.py)
+    hash: str
+    dedup: str
+    concurrency: int
+    per_host: int
+    user_agent: str
+    timeout: float
+    deadline: float
+    max_bytes: int
+    max_redirects: int
+    max_items: int
+    dead_after: int
+    log_max_bytes: int
+    log_backups: int
+    link_jobs: tuple[LinkJob, ...] = ()  # two-pass jobs (parser/settings/link_jobs.py)
+    webhook_listen: tuple[str, int] = ("127.0.0.1", 8787)  # protocol adapters (parser/sources/source_options.py)
+    websub_callback_base: str = ""
+    full_text_timeout: float = 10.0
+    log_format: str = "text"        # "json": one JSON object a line (parser/core/logs.py)
+    notes: tuple[str, ...] = ()  # what the daemon logs at start about how the settings were read
+    # The status page and /metrics (parser/operate/statuspage.py); None: off.
+    status_listen: tuple[str, int] | None = None
+    shared: bool = False            # several daemons, one PostgreSQL (parser/group/shared.py)
+    shared_lease: float = 300.0     # seconds a claimed source or link is this daemon's alone
+    db_timeout: float = 5.0         # seconds a flush waits to connect or for a lock (db/store.py)
+
+
+# name -> default. The README's settings table is written from this list; keep them together.
+DEFAULTS: dict[str, Any] = {
+    "DB_URL": "sqlite:///db/items.db",
+    "DB_TIMEOUT": 5,
+    "STAGING_DIR": "staging",
+    "LOG_DIR": "logs",
+    "POLL_INTERVAL": 600,
+    "FLUSH_INTERVAL": 300,
+    "SOURCES": [],
+    "UNIQUE_FIELDS": "auto",
+    "HASH": "sha224",
+    "DEDUP": "hashfile",
+    "CONCURRENCY": 32,
+    "PER_HOST": 2,
+    "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
+    "TIMEOUT": 20,
+    "DEADLINE": 60,
+    "MAX_BYTES": 10 * MiB,
+    "MAX_REDIRECTS": 5,
+    "MAX_ITEMS": 50,
+    "DEAD_AFTER": 5,
+    "LOG_MAX_BYTES": 10 * MiB,
+    "LOG_BACKUPS": 5,
+    "LINK_JOBS": [],
+    "WEBHOOK_LISTEN": "127.0.0.1:8787",
+    "WEBSUB_CALLBACK_BASE": "",
+    "SOURCES_OPML": None,
+    "FULL_TEXT_TIMEOUT": 10,
+    "LOG_FORMAT": "text",
+    "STATUS_LISTEN": None,
+    "SHARED": False,
+    "SHARED_LEASE": 300,
+}
+
+
+class _Problems:
+    """Collects every bad value so the user fixes them all in one go."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.lines: list[str] = []
+
+    def add(self, where: str, what: str) -> None:
+        self.lines.append(f"{self.filename}: {where}: {what}")
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise SettingsError("\n".join(self.lines))
+
+
+def load_settings(params_path: str | os.PathLike) -> Settings:
+    """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong."""
+    path = Path(params_path).expanduser()
+    if not path.is_file():
+        raise SettingsError(f"{path}: params file does not exist")
+    path = path.resolve()
+    values = _import_params(path)
+    try:
+        return settings_from_dict(values, path)
+    except SettingsError:
+        raise
+    except Exception as exc:  # a value no check foresaw: still the file's problem, said without a traceback
+        raise SettingsError(f"{path}: a value could not be read: {type(exc).__name__}: {exc} "
+                            "(check the types of the settings it holds)") from None
+
+
+def _import_params(path: Path) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location(f"_params_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    # Anything the file raises is a settings error, with its line: sys.exit() and KeyboardInterrupt
+    # too, which would otherwise end the daemon (on SIGHUP: without its final flush, maybe with exit 0).
+    except BaseException as exc:  # noqa: BLE001
+        tb = traceback.extract_tb(sys.exc_info()[2])
+        line = next((f.lineno for f in reversed(tb) if f.filename == str(path)), None)
+        where = f" (line {line})" if line else ""
+        if isinstance(exc, SystemExit):
+            raise SettingsError(f"{path}: called sys.exit({exc.code!r}){where}; a params file only sets "
+                                "values: remove the call") from None
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise SettingsError(f"{path}: does not import{where}: {what}") from None
+    return {k: v for k, v in vars(module).items() if k.isupper() and not k.startswith("_")}
+
+
+def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
+    """The settings that are one value each, every problem added to `problems`; returns UNIQUE_FIELDS."""
+    def check(name: str, test: Callable[[Any], bool], what: str) -> Any:
+        if not test(v[name]):
+            problems.add(name, f"{what}, got {v[name]!r}")
+        return v[name]
+
+    def check_shape(name: str, problem: Callable[[Any], str | None]) -> None:
+        """`problem` (parser/core/setting_values.py) says what is wrong with the value, or None."""
+        if what := problem(v[name]):
+            problems.add(name, f"{what}, got {reprlib.repr(v[name])}")  # 10**400 shown short
+
+    if what := _db_url_problem(v["DB_URL"], base):  # its own words: the URL may hold a password
+        problems.add("DB_URL", what)
+    for name in ("STAGING_DIR", "LOG_DIR"):
+        folder = resolve_path(v[name], base)
+        if folder is None:
+            problems.add(name, f"must be a folder path, got {v[name]!r}")
+        elif blocker := _not_a_folder(folder):
+            problems.add(name, f"must be a folder, but {blocker} is a file")
+    for name in ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE", "DB_TIMEOUT"):
+        check_shape(name, seconds_problem)
+    for name in ("CONCURRENCY", "PER_HOST", "MAX_BYTES", "MAX_ITEMS", "DEAD_AFTER", "LOG_MAX_BYTES"):
+        check_shape(name, whole_problem)
+    for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
+        check_shape(name, lambda x: whole_problem(x, 0))
+    check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
+    check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
+    check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
+    check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
+          "must be a non-empty string without line breaks or control characters (it is sent as a header)")
+    unique = check("UNIQUE_FIELDS",
+                   lambda x: x == AUTO or (isinstance(x, (list, tuple)) and len(x) > 0
+                                           and all(f in RECORD_FIELDS for f in x)),
+                   f"must be a non-empty list of record fields ({', '.join(RECORD_FIELDS)}) or \"auto\"")
+    if isinstance(v["DEADLINE"], (int, float)) and isinstance(v["TIMEOUT"], (int, float)) \
+            and v["DEADLINE"] < v["TIMEOUT"]:
+        problems.add("DEADLINE", f"must be at least TIMEOUT ({v['TIMEOUT']}), got {v['DEADLINE']!r}")
+    return unique
+
+
+def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings:
+    """Validate UPPERCASE settings (as found in params.py) into Settings."""
+    problems = _Problems(params_path.name)
+    for name in values:
+        if name not in DEFAULTS:
+            close = difflib.get_close_matches(name, list(DEFAULTS), n=1)
+            hint = f", did you mean {close[0]}?" if close else " (your own helper values must be lowercase)"
+            problems.add(name, f"unknown setting{hint}")
+    v = {**DEFAULTS, **values}
+    base = params_path.parent
+    unique = _check_values(v, base, problems)
+    sources = _check_sources(v["SOURCES"], v, base, problems)
+    listen = _check_protocol_settings(v, problems)
+    notes: list[str] = []  # logged at start: what was read differently from what the file says
+    sources += _opml_sources(v, base, sources, problems, notes)
+    check_push_paths(sources, problems)
+    link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
+    status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
+    _check_shared(v, problems)
+    problems.raise_if_any()
+
+    return Settings(
+        params_path=params_path,
+        db_url=_resolve_db_url(v["DB_URL"], base),
+        staging_dir=_resolve(v["STAGING_DIR"], base),
+        log_dir=_resolve(v["LOG_DIR"], base),
+        poll_interval=float(v["POLL_INTERVAL"]),
+        flush_interval=float(v["FLUSH_INTERVAL"]),
+        sources=tuple(sources),
+        unique_fields=unique if unique == AUTO else tuple(unique),
+        hash=v["HASH"],
+        dedup=v["DEDUP"],
+        concurrency=v["CONCURRENCY"],
+        per_host=v["PER_HOST"],
+        user_agent=v["USER_AGENT"],
+        timeout=float(v["TIMEOUT"]),
+        deadline=float(v["DEADLINE"]),
+        max_bytes=v["MAX_BYTES"],
+        max_redirects=v["MAX_REDIRECTS"],
+        max_items=v["MAX_ITEMS"],
+        dead_after=v["DEAD_AFTER"],
+        log_max_bytes=v["LOG_MAX_BYTES"],
+        log_backups=v["LOG_BACKUPS"],
+        link_jobs=tuple(link_jobs),
+        webhook_listen=listen,
+        websub_callback_base=v["WEBSUB_CALLBACK_BASE"].rstrip("/"),
+        full_text_timeout=float(v["FULL_TEXT_TIMEOUT"]),
+        notes=tuple(notes),
+        log_format=v["LOG_FORMAT"],
+        status_listen=status_listen,
+        shared=v["SHARED"],
+        shared_lease=float(v["SHARED_LEASE"]),
+        db_timeout=float(v["DB_TIMEOUT"]),
+    )
+
+
+def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
+    """SHARED: the daemons of the group coordinate through the database, so it must be PostgreSQL
+    (SQLite is one file on one machine). A lease shorter than a poll could hand a source being
+    polled to a second daemon, so it must outlast DEADLINE."""
+    if not isinstance(v["SHARED"], bool):
+        problems.add("SHARED", f"must be True or False, got {v['SHARED']!r}")
+        return
+    if what := seconds_problem(v["SHARED_LEASE"]):
+        problems.add("SHARED_LEASE", f"{what}, got {reprlib.repr(v['SHARED_LEASE'])}")
+    elif _positive_number(v["DEADLINE"]) and v["SHARED_LEASE"] <= 2 * v["DEADLINE"]:
+        problems.add("SHARED_LEASE", f"must be more than twice DEADLINE ({v['DEADLINE']} s): a claimed source "
+                     f"is polled within its lease, got {v['SHARED_LEASE']!r}")
+    url = v["DB_URL"]
+    if v["SHARED"] and isinstance(url, str) and not url.startswith(("postgresql", "postgres://")):
+        problems.add("SHARED", "True needs DB_URL to be a PostgreSQL database (postgresql://...), the one "
+                     f"every daemon of the group reaches; got DB_URL {url.split('://', 1)[0]}://...")
+
+
+def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Problems) -> list[Source]:
+    if not isinstance(raw, (list, tuple)):
+        problems.add("SOURCES", f"must be a list of dicts, got {type(raw).__name__}")
+        return []
+    sources: list[Source] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            problems.add(f"SOURCES[{i}]", f"must be a dict, got {type(item).__name__}")
+            continue
+        name = item.get("name")
+        where = f"SOURCES[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
+        for key in item:
+            if key not in SOURCE_KEYS:
+                close = difflib.get_close_matches(str(key), SOURCE_KEYS, n=1)
+                hint = f", did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(SOURCE_KEYS)})"
+                problems.add(where, f"unknown key {key!r}{hint}")
+        if not isinstance(name, str) or not name.strip():
+            problems.add(where, "name must be a non-empty string")
+            continue
+        if CONTROL_CHARACTERS.search(name):
+            problems.add(where, "name must not hold line breaks or other control characters"
+                         " (they would forge lines in errors.log)")
+        if name in seen:
+            problems.add(where, f"duplicate source name {name!r}")
+        seen.add(name)
+        extra = check_protocol_keys(item, where, name, str(v["WEBHOOK_LISTEN"]), problems)
+        url = item.get("url", extra.pop("url", None))  # a webhook's url defaults to its listener address
+        resolved = _source_url(url, base)
+        if resolved is None:
+            problems.add(where, f"url must be an http(s) URL, a file:// URL or a file path, got {url!r}")
+        enabled = item.get("enabled", True)
+        if not isinstance(enabled, bool):
+            problems.add(where, f"enabled must be True or False, got {enabled!r}")
+        interval = item.get("interval", default_interval(item, v["POLL_INTERVAL"]))
+        if what := seconds_problem(interval):
+            problems.add(where, f"interval {what}, got {reprlib.repr(interval)}")
+        headers = item.get("headers", {})
+        if not (isinstance(headers, Mapping) and all(isinstance(k, str) and isinstance(x, str)
+                                                     for k, x in headers.items())):
+            problems.add(where, "headers must be a dict of strings")
+            headers = {}
+        tags = item.get("tags", [])
+        if not (isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)):
+            problems.add(where, "tags must be a list of strings")
+            tags = []
+        max_items = item.get("max_items", v["MAX_ITEMS"])
+        if what := whole_problem(max_items):
+            problems.add(where, f"max_items {what}, got {reprlib.repr(max_items)}")
+        if resolved is not None:
+            sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
+                                  if _positive_number(interval) else 600.0,
+                                  headers=MappingProxyType(dict(headers)), tags=tuple(tags),
+                                  max_items=max_items if _positive_int(max_items) else 50, **extra))
+            if _positive_number(interval):
+                check_rate_fits(extra.get("rate"), float(interval), where, problems)
+    return sources
+
+
+def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple[str, int]:
+    """WEBHOOK_LISTEN, WEBSUB_CALLBACK_BASE, FULL_TEXT_TIMEOUT (SOURCES_OPML is read by _opml_sources)."""
+    try:
+        listen = parse_listen(v["WEBHOOK_LISTEN"])
+    except ValueError as exc:
+        problems.add("WEBHOOK_LISTEN", str(exc))
+        listen = ("127.0.0.1", 8787)
+    if not check_callback_base(v["WEBSUB_CALLBACK_BASE"]):
+        problems.add("WEBSUB_CALLBACK_BASE", "must be '' or the public http(s) address at which hubs reach "
+                     f"WEBHOOK_LISTEN, got {v['WEBSUB_CALLBACK_BASE']!r}")
+    if what := seconds_problem(v["FULL_TEXT_TIMEOUT"]):
+        problems.add("FULL_TEXT_TIMEOUT", f"{what}, got {v['FULL_TEXT_TIMEOUT']!r}")
+    return listen
+
+
+def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: list[Source],
+                         problems: _Problems) -> tuple[str, int] | None:
+    """STATUS_LISTEN: None (off) or 'host:port'; not the webhook listener's port when that one is used."""
+    if value is None:
+        return None
+    try:
+        listen = parse_listen(value)
+    except ValueError:
+        problems.add("STATUS_LISTEN", f"must be None (off) or 'host:port' like '127.0.0.1:8788', got {value!r}")
+        return None
+    if pushed(sources) and listen[1] != 0 and listen[1] == webhook_listen[1]:
+        problems.add("STATUS_LISTEN", f"must not use the port of WEBHOOK_LISTEN ({webhook_listen[1]}), got {value!r}")
+    return listen
+
+
+def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems,
+                  notes: list[str]) -> list[Source]:
+    """SOURCES_OPML: each feed outline of the file becomes a feed source. Two outlines with one title
+    and two feeds get unique names (" (2)"); one feed listed twice is polled once. Either is a note."""
+    raw = v["SOURCES_OPML"]
+    if raw is None:
+        return []
+    path = resolve_path(raw, base)
+    if path is None:
+        problems.add("SOURCES_OPML", f"must be the path of an OPML file, got {raw!r}")
+        return []
+    try:
+        outlines = read_outlines(path)
+    except OpmlError as exc:
+        problems.add("SOURCES_OPML", str(exc))
+        return []
+    names = {s.name: "SOURCES" for s in sources}
+    urls = {(s.name, s.url) for s in sources}
+    taken: dict[str, str] = {}  # an OPML title -> the url of its first outline
+    out: list[Source] = []
+    for outline in outlines:
+        where = f"SOURCES_OPML ({path.name} line {outline.line}, {outline.name!r})"
+        url = _source_url(outline.url, base)
+        if url is None:
+            problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
+            continue
+        name = outline.name
+        if (name, url) in urls:  # the same feed twice (two folders, or also in SOURCES): one source
+            notes.append(f"{where}: the same feed as {names[name]}; polled once")
+            continue
+        if name in taken:
+            # Another reader's export may hold two feeds under one title; the user should not have
+            # to edit it. Document order decides, so the suffix is the same at every start.
+            n = 2
+            while f"{name} ({n})" in names:
+                n += 1
+            name = f"{name} ({n})"
+            notes.append(f"{where}: the title is taken by another feed; this one is named {name!r}")
+        elif name in names:
+            problems.add(where, f"name clash: {names[name]} already has a source named {name!r}"
+                         " (rename one of them)")
+            continue
+        taken.setdefault(outline.name, url)
+        names[name] = f"{path.name} line {outline.line}"
+        urls.add((outline.name, url))
+        out.append(Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
+                          if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
+                          max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50))
+    return out
+
+
+def _source_url(url: Any, base: Path) -> str | None:
+    """http(s) and file URLs pass; a plain path becomes a file:// URL relative to params.py."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    try:
+        parts = urlsplit(url)
+        if parts.scheme in ("http", "https"):
+            return url if parts.hostname else None
+        if parts.scheme == "file":
+            return url
+        if parts.scheme == "" or (len(parts.scheme) == 1 and os.name == "nt"):
+            return (base / url).resolve().as_uri()
+    except ValueError:  # "Invalid IPv6 URL" (http://[x), "embedded null byte" in a path
+        return None
+    return None
+
+
+def _not_a_folder(path: Path) -> Path | None:
+    """The file standing where the folder, or one above it, should be (the daemon could create
+    nothing there); None when the folder exists or can be created."""
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def _resolve(path: Any, base: Path) -> Path:
+    return (base / Path(path).expanduser()).resolve()
+
+
+KNOWN_DATABASES = "sqlite:///path/to/file.db or postgresql://user@host/db (psycopg 3)"
+
+
+def _db_url_problem(url: Any, base: Path) -> str | None:
+    """DB_URL must name a database SQLAlchemy can open with a driver installed here: found now, at
+    start or reload, not as a traceback when the daemon first opens it. The URL itself is never
+    quoted back (it may hold a password), only its scheme."""
+    if not isinstance(url, str) or "://" not in url:
+        return f"must be an SQLAlchemy URL string like {KNOWN_DATABASES}, got {type(url).__name__}" \
+            + (f" {url!r}" if not isinstance(url, str) else " without '://'")
+    scheme = url.split("://", 1)[0]
+    try:
+        dialect = make_url(_resolve_db_url(url, base)).get_dialect()
+        dialect.import_dbapi()
+    except NoSuchModuleError:
+        return f"{scheme}:// is no database SQLAlchemy knows (a typo?); use {KNOWN_DATABASES}"
+    except ImportError as exc:
+        return (f"{scheme}:// needs the Python module {exc.name or exc}, which is not installed here; install "
+                f"that driver into the daemon's virtualenv, or use {KNOWN_DATABASES}")
+    except (ArgumentError, ValueError) as exc:
+        return f"is not a database URL SQLAlchemy can read ({exc}); use {KNOWN_DATABASES}"
+    if getattr(dialect, "is_async", False):
+        return f"{scheme}:// is an asyncio driver, which the daemon cannot use; use {KNOWN_DATABASES}"
+    return None
+
+
+def _resolve_db_url(url: str, base: Path) -> str:
+    """Make a relative SQLite path relative to params.py, and send plain postgresql:// to psycopg 3."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and url != "sqlite:///:memory:":
+        return "sqlite:///" + str(_resolve(url[len("sqlite:///"):], base))
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _positive_int(x: Any) -> bool:
+    return whole_problem(x) is None
+
+
+def _positive_number(x: Any) -> bool:
+    return seconds_problem(x) is None

@@ -1,0 +1,1 @@
+"""A source: its options, its protocol's row, its schedule and state, one poll, OPML."""

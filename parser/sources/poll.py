@@ -1,0 +1,162 @@
+"""One poll of one source, in a worker thread: wait for the source's rate, fetch, parse, follow a
+JSON API's pages, fill in full text. Returns the first answer and the records; writes nothing.
+
+The daemon calls Poller.poll for every polled protocol; which requests a protocol needs is decided
+here, by its row in parser/sources/protocols.py, and in its adapter, never downstream.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..adapters import Parsed, newest, parse_body
+from ..adapters import json_api as api
+from ..adapters.source_view import SourceView
+from ..core.errors import FetchError, ParseError
+from ..core.record import Record
+from ..core.urls import redact_url
+from ..fetch.discover import feed_links, looks_like_html
+from ..fetch.http import Fetcher, FetchResult
+from ..fetch.ratelimit import RateLimits
+from ..pipeline.fulltext import FullText
+from .protocols import protocol_of
+
+JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
+
+
+class Poller:
+    def __init__(self, fetcher: Fetcher, *, stop: threading.Event, max_wait: float,
+                 rates: RateLimits | None = None, full_text: FullText | None = None):
+        """`max_wait`: the longest a request waits for its source's rate before the poll gives up."""
+        self.fetcher = fetcher
+        self.stop = stop
+        self.max_wait = max_wait
+        self.rates = rates or RateLimits()
+        self.full_text = full_text
+
+    def poll(self, source: SourceView, *, etag: str | None, last_modified: str | None,
+             fetched: str, discover: bool = True) -> tuple[FetchResult, Parsed | None]:
+        """(first answer, records or None when it was a 304). Raises FetchError / ParseError.
+        `discover` False: an HTML page is an error, its feed links are not followed (the address has
+        served a feed before: the page is a maintenance page, not the site's)."""
+        if protocol_of(source).json_pages:
+            result, parsed = self._json_api(source, etag, last_modified, fetched)
+        else:
+            self._wait_for_rate(source, first=True)
+            result = self.fetcher.get(source.url, headers=api.request_headers(source), etag=etag,
+                                      last_modified=last_modified)
+            parsed = None
+            if not result.not_modified:
+                result, parsed = self._parse_or_discover(source, result, fetched, discover)
+                # max_items limits what a poll takes; pushed records are never cut
+                parsed.records = newest(parsed.records, source.max_items)
+        if parsed is not None and source.full_text and self.full_text is not None:
+            self.full_text.enrich(source, parsed)
+        return result, parsed
+
+    def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str,
+                           discover: bool) -> tuple[FetchResult, Parsed]:
+        """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
+        the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
+        try:
+            # Only the max_items newest entries are read into records (the fast path skips the rest).
+            return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched,
+                                      limit=source.max_items)
+        except ParseError as exc:
+            if not protocol_of(source).discovers_feed or not looks_like_html(result.body, result.headers):
+                raise
+            links = feed_links(result.body, result.url)
+            if not links:
+                raise ParseError(f"{exc}; the page links to no feed (no <link rel=\"alternate\"> of type "
+                                 "RSS, Atom or JSON Feed)") from None
+            if not discover:
+                raise ParseError("answered an HTML page, not a feed; not following its feed links because this "
+                                 "address has served a feed before (a maintenance page?); asked again at the next "
+                                 "poll. If the feed has moved for good, update its url in params.py") from None
+        feed_url = links[0]
+        named = f"the page links to the feed{'s' if len(links) > 1 else ''} {', '.join(map(redact_url, links))}"
+        self._wait_for_rate(source, first=True)
+        # The source's own headers (credentials) go only to its own server, as with a redirect.
+        headers = api.request_headers(source) if api.same_origin(feed_url, source.url) else {}
+        try:
+            feed = self.fetcher.get(feed_url, headers=headers)
+            parsed = parse_body(source, feed.body, url=feed.url, headers=feed.headers, fetched=fetched,
+                                limit=source.max_items)
+        except FetchError as exc:
+            raise FetchError(f"{named}; the first failed: {exc}", status=exc.status, retry_after=exc.retry_after,
+                             permanent=exc.permanent) from None
+        except ParseError as exc:
+            raise ParseError(f"{named}; the first is not a feed either: {exc}") from None
+        parsed.feed_url = feed_url
+        return feed, parsed
+
+    def _wait_for_rate(self, source: SourceView, *, first: bool) -> bool:
+        """Wait for the source's rate; False when it would take longer than max_wait (later pages).
+        For the first request that is a FetchError carrying Retry-After, so the daemon waits."""
+        rate = source.rate
+        if self.rates.wait(source.name, rate, self.max_wait, self.stop) is not None:
+            return True
+        if not first:
+            return False
+        wait = self.rates.next_free(source.name)
+        raise FetchError(f"rate {rate.text} reached: the next request is allowed in {wait:.0f} s",
+                         retry_after=wait)
+
+    def _json_api(self, source: SourceView, etag: str | None, last_modified: str | None,
+                  fetched: str) -> tuple[FetchResult, Parsed | None]:
+        """Page 1 decides the poll (its error is the source's error, its 304 means nothing new); a
+        later page that fails keeps the pages before it and says so in a warning."""
+        options = source.api
+        headers = api.request_headers(source)
+        url = api.page_url(source, 1) if options.page_param else api.first_page_url(source)
+        first: FetchResult | None = None
+        records: list[Record] = []
+        warnings: list[str] = []
+        seen = {url}
+        pages = 0
+        for page in range(1, options.max_pages + 1):
+            if page == 1:
+                self._wait_for_rate(source, first=True)
+            elif not self._wait_for_rate(source, first=False):
+                warnings.append(f"stopped after page {pages}: rate {source.rate.text} allows the next page "
+                                "only later; the rest comes with the next poll")
+                break
+            try:
+                result = self.fetcher.get(url, headers=headers, accept=JSON_ACCEPT,
+                                          etag=etag if page == 1 else None,
+                                          last_modified=last_modified if page == 1 else None)
+                if page == 1 and result.not_modified:
+                    return result, None
+                parsed = parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched)
+            except (FetchError, ParseError) as exc:
+                if page == 1:
+                    raise
+                warnings.append(f"page {page} ({redact_url(url)}) failed: {exc}; kept the {pages} pages before it")
+                break
+            first = first or result
+            pages += 1
+            records.extend(parsed.records)
+            warnings.extend(parsed.warnings)
+            if not parsed.records or len(records) >= source.max_items:
+                break
+            url = self._next_url(source, page, parsed, result.url, warnings)
+            if not url or url in seen:
+                break
+            seen.add(url)
+        kind = "json_api" if pages == 1 else f"json_api, {pages} pages"
+        return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
+
+    @staticmethod
+    def _next_url(source: SourceView, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:
+        options = source.api
+        if options.page_param:
+            return api.page_url(source, page + 1)
+        if not options.next or not parsed.next_url:
+            return None
+        target = parsed.next_url
+        if not api.same_origin(target, source.url):
+            # The token goes with every page: a next link elsewhere would hand it to a stranger.
+            warnings.append(f"next page {redact_url(target)} is on another host than the source; not followed")
+            return None
+        if api.auth_params(source):
+            target = api.with_query(target, api.auth_params(source))
+        return target

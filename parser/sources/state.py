@@ -1,0 +1,339 @@
+"""What the daemon remembers about each source between polls and across restarts:
+validators for conditional GET, failures in a row, when it may poll next, and what an operator
+reads back with `run_daemon.py status` (last poll, last success, last new entry, an hourly history).
+
+Saved atomically (write a temp file, rename). It is saved only after the records of a poll are
+staged, so a kill can lose an ETag (one unconditional fetch more) but never records. An operator may
+edit it (while the daemon is stopped): a field of the wrong type is reset to its default and the rest
+used, and a file that is no object is moved aside, each with an errors.log line (open_states).
+
+Times are epoch seconds of the schedule clock (parser/core/clock.py). A wall clock set back between two
+runs would leave them far ahead; pull_back, at start, brings a due time that is further ahead than
+the delay that set it (the interval, the backoff, the Retry-After) back to now plus that delay.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..core import logs
+from ..core.errors import StorageError, cannot_write
+
+log = logging.getLogger("parser")
+SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
+HISTORY_HOURS = 7 * 24     # hourly buckets kept for the status page's plots
+TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes")
+MAX_BACKOFF = 24 * 3600.0  # seconds: a dead source's backoff doubles up to this (or its interval, if longer)
+GONE_EVERY = MAX_BACKOFF / 4  # a 410 Gone before DEAD_AFTER: asked rarely, but still asked
+RETRY_AFTER_MAX = 24 * 3600.0  # seconds: the longest Retry-After honoured
+Redirect = typing.Literal["", "once", "moved"]
+
+
+@dataclass
+class SourceState:
+    etag: str | None = None
+    last_modified: str | None = None
+    failures: int = 0          # failures in a row; reset by any success
+    next_due: float = 0.0      # epoch seconds; 0 = at once
+    not_before: float = 0.0    # a server's Retry-After: honoured even by --once
+    last_outcome: str = ""
+    delay: float = 0.0         # seconds next_due was set ahead of its poll (interval or backoff)
+    hold: float = 0.0          # seconds of the Retry-After that set not_before
+    url: str = ""              # validators belong to this address; a changed url drops them
+    # Where the source is polled instead of `url` (address(), below): a permanent redirect (301/308)
+    # seen on two polls in a row, and a feed found on the HTML page that `url` is.
+    moved_to: str = ""
+    redirect_seen: str = ""    # the last poll's permanent redirect, not yet seen twice
+    feed_url: str = ""         # found in the page's <link rel="alternate">; polled from then on
+    # The address polled without a feed_url has served a feed: an HTML page from it later is a
+    # maintenance page, never searched for feeds (one page must not move a feed for good).
+    was_feed: bool = False
+    # For the operator (parser/operate/status.py): ISO 8601 UTC times, None until it happened.
+    last_poll: str | None = None
+    last_success: str | None = None
+    last_new: str | None = None     # the last poll that staged at least one new record
+    last_status: int | None = None  # HTTP status of the last answer (304 included); None: no answer
+    dead: bool = False              # DEAD_AFTER failures in a row; cleared by a success or `reset`
+    # [hour "YYYY-MM-DDTHH", new records, errors], oldest first, at most HISTORY_HOURS of them
+    hourly: list[list] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
+
+    def address(self) -> str:
+        """Where the next poll goes."""
+        return self.feed_url or self.moved_to or self.url
+
+    def may_discover(self) -> bool:
+        """Whether an HTML page from the next poll may be searched for the feed it links to: only when
+        the address has never served a feed (a discovered feed_url has, by being found)."""
+        return not (self.was_feed or self.feed_url)
+
+    def forget_discovery(self) -> None:
+        """An operator's `reset`: the configured address is asked again and may be searched anew. The
+        feed found on its page goes, with the validators that were that feed's."""
+        if self.feed_url:
+            self.feed_url, self.etag, self.last_modified = "", None, None
+        self.was_feed = False
+
+    # -- transitions: what a poll's outcome or an operator's request does; `now` is the schedule clock's
+    def failed(self, now: float, *, interval: float, dead_after: int, error: str,
+               status: int | None = None) -> str | None:
+        """A failed poll (`status`: the HTTP status of the answer, None without one). Below
+        `dead_after` failures in a row the next poll is due after the interval (after GONE_EVERY at
+        least for a 410); from then on the source is dead and each failure doubles the wait, up to
+        MAX_BACKOFF (or the interval when it is longer). Returns "dead" or "gone" (a 410) when this
+        failure is the `dead_after`-th in a row, for the caller to say once; else None."""
+        self.last_poll = iso(now)
+        self.failures += 1
+        self.last_status = status
+        self.last_outcome = f"error: {error}"
+        delay, marked = interval, None
+        if self.failures >= dead_after:
+            self.dead = True
+            delay = min(interval * 2 ** (self.failures - dead_after + 1), max(MAX_BACKOFF, interval))
+            if self.failures == dead_after:
+                marked = "gone" if status == 410 else "dead"
+        elif status == 410:
+            delay = max(delay, GONE_EVERY)
+        self.next_due, self.delay = now + delay, delay
+        return marked
+
+    def hold_for(self, now: float, retry_after: float) -> float:
+        """A server's Retry-After: no poll before `now` plus it (at most RETRY_AFTER_MAX), even by
+        --once or an operator's `poll`; the next poll is due no earlier. Returns the seconds held."""
+        wait = min(retry_after, RETRY_AFTER_MAX)
+        self.not_before, self.hold = now + wait, wait
+        self.next_due, self.delay = max(self.next_due, now + wait), max(self.delay, wait)
+        return wait
+
+    def hold_left(self, now: float) -> float:
+        """Seconds until a Retry-After hold ends; 0 when none holds."""
+        return max(self.not_before - now, 0.0)
+
+    def succeeded(self, now: float, *, interval: float, status: int) -> int:
+        """An answer (new entries, none, or a 304 to the validators): the failures in a row and the
+        dead flag are cleared and the next poll is due after the interval. An answer from the
+        source's own address (no discovered feed_url) shows that it serves a feed (was_feed).
+        Returns the failures in a row this success ended."""
+        self.last_poll = self.last_success = iso(now)
+        self.last_status = status
+        if not self.feed_url:
+            self.was_feed = True
+        ended, self.failures, self.dead = self.failures, 0, False
+        self.next_due, self.delay = now + interval, interval
+        return ended
+
+    def staged(self, now: float, *, new: int, duplicates: int) -> None:
+        """Entries of a poll or a push went through the uniqueness check: counted, and `new` of them
+        staged (the time of the last new entry is kept for `status`)."""
+        self.count(now, new=new, duplicates=duplicates)
+        if new:
+            self.last_new = iso(now)
+
+    def redirected(self, target: str) -> Redirect:
+        """This poll's permanent redirect (301/308), "" for none. One may be a server's mistake: the
+        source moves for good only when two polls in a row are sent to the same `target` (its
+        discovered feed moves when it has one, else `moved_to` is set). Returns "" (no redirect),
+        "once" (noted, not followed yet) or "moved"."""
+        if not target:
+            self.redirect_seen = ""
+            return ""
+        if self.redirect_seen != target:
+            self.redirect_seen = target
+            return "once"
+        self.redirect_seen = ""
+        if self.feed_url:  # the redirect was the discovered feed's, not the page's
+            self.feed_url = target
+        else:
+            self.moved_to = target
+        return "moved"
+
+    def rescheduled(self, now: float, interval: float) -> None:
+        """The source's interval changed (SIGHUP): a shorter one counts from now, not from the poll
+        the old one planned."""
+        self.next_due = min(self.next_due, now + interval)
+
+    def reset(self, now: float) -> None:
+        """An operator's `reset`: failures, the dead flag and a Retry-After hold cleared, the feed
+        found on the page forgotten (forget_discovery), and the next poll due now."""
+        self.failures, self.dead, self.not_before = 0, False, 0.0
+        self.forget_discovery()
+        self.next_due = now
+
+    def count(self, now: float, **amounts: int) -> None:
+        """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""
+        for name, amount in amounts.items():
+            self.totals[name] = self.totals.get(name, 0) + amount
+        new, errors = amounts.get("new", 0), amounts.get("errors", 0)
+        if not (new or errors):
+            return
+        hour = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H")
+        if self.hourly and self.hourly[-1][0] == hour:
+            self.hourly[-1][1] += new
+            self.hourly[-1][2] += errors
+        else:
+            self.hourly.append([hour, new, errors])
+            del self.hourly[:-HISTORY_HOURS]
+
+
+def iso(epoch: float) -> str:
+    """Epoch seconds as the ISO 8601 UTC time every status file uses."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def load_states(path: Path) -> dict[str, SourceState]:
+    """The states saved in `path`, whatever a hand edit did to it (read_states), without a word: for
+    `status`, which only reads."""
+    return read_states(path)[0]
+
+
+def open_states(path: Path) -> dict[str, SourceState]:
+    """The daemon's read of state.json: read_states, with an errors.log line for each damaged source or
+    field (reset to its default, the rest used). A file that is not an object of sources at all (`[]`,
+    a syntax error) is moved aside to state.json.bad before the daemon's first save replaces it, so
+    nothing an operator wrote goes unsaid, and every source starts afresh."""
+    states, damage = read_states(path)
+    for name, what in damage:
+        if name is not None:
+            logs.error_line(name, states[name].url if name in states else "",
+                            f"state.json: {what} (edit state.json only while the daemon is stopped)")
+            continue
+        bad = path.with_name(path.name + ".bad")
+        os.replace(path, bad)
+        logs.error_line("state.json", str(path), f"{path} {what}: moved aside to {bad.name}, and every "
+                        "source starts afresh (validators, failures, history); to keep what it held, "
+                        "stop the daemon, mend the file and move it back")
+    return states
+
+
+def read_states(path: Path) -> tuple[dict[str, SourceState], list[tuple[str | None, str]]]:
+    """The states saved in `path` ({} when absent) and what a hand edit damaged: (source, what) for an
+    entry or field reset, (None, what) for a file that is no JSON object, read as empty."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, []
+    except ValueError as exc:
+        return {}, [(None, f"is not valid JSON ({exc})")]
+    if not isinstance(raw, dict):
+        return {}, [(None, f"holds {_shown(raw)}, not an object of sources")]
+    states: dict[str, SourceState] = {}
+    damage: list[tuple[str | None, str]] = []
+    for name, data in raw.items():
+        if not isinstance(data, dict):
+            damage.append((name, f"its state is {_shown(data)}, not an object: the source starts afresh"))
+            continue
+        fixed: list[str] = []
+        states[name] = load_state(data, fixed=fixed)
+        damage += [(name, what) for what in fixed]
+    return states, damage
+
+
+def load_state(data: dict, url: str = "", fixed: list[str] | None = None) -> SourceState:
+    """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
+    state saved before its source had one. A field of the wrong type (a hand edit: `null` for a
+    number) is reset to its default, and described in `fixed` when given."""
+    fields = SourceState.__dataclass_fields__
+    kept = {}
+    for key, value in data.items():
+        if key not in fields:
+            continue
+        if _fits(value, key) and _inner_fits(key, value):
+            kept[key] = value
+        elif fixed is not None:
+            fixed.append(f"{key} is {_shown(value)}, not {_kind(key)}: reset to "
+                         f"{_shown(getattr(SourceState(), key))}, the rest of its state kept")
+    state = SourceState(**kept)
+    state.url = state.url or url
+    if "was_feed" not in kept:  # saved without it (an older version, or a hand edit reset it): a success
+        # at its own address was a feed
+        state.was_feed = bool(state.last_success) and not state.feed_url
+    return state
+
+
+def _types_of(hint: object) -> tuple[type, ...]:
+    """The JSON value types a SourceState field holds, from its annotation (`str | None`, `list[list]`)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(o) or o for o in options)
+
+
+_TYPES = {name: _types_of(hint) for name, hint in typing.get_type_hints(SourceState).items()}
+_KINDS = {float: "a number", int: "a whole number", str: "text", bool: "true or false", type(None): "null",
+          list: "a list", dict: "an object"}
+_KIND_OF = {"hourly": "a list of [hour, new, errors]", "totals": "an object of counts"}
+
+
+def _fits(value: object, key: str) -> bool:
+    """Does a value read from JSON fit field `key`? By exact type, so that JSON's true is no number;
+    a whole number is a number too, an infinite one is not."""
+    allowed, kind = _TYPES[key], type(value)
+    if float in allowed and kind in (int, float):
+        return math.isfinite(value)
+    return kind in allowed
+
+
+def _inner_fits(key: str, value: object) -> bool:
+    """The history and totals inside: what count() adds to must be numbers (a hand edit must not stop
+    the loop at its first count())."""
+    # type() is, not isinstance: a bool is no count; and a week of hours for 20,000 sources is 3 million
+    if key == "hourly":
+        return all(type(h) is list and len(h) == 3 and type(h[0]) is str and type(h[1]) is int
+                   and type(h[2]) is int for h in value)
+    if key == "totals":
+        return all(type(n) is int for n in value.values())
+    return True
+
+
+def _kind(key: str) -> str:
+    return _KIND_OF.get(key) or " or ".join(_KINDS.get(t, t.__name__) for t in _TYPES[key])
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def save_states(path: Path, states: dict[str, SourceState]) -> None:
+    tmp = path.with_suffix(".tmp")
+    # One line per source: readable with grep or jq, and small with a week of hourly history each.
+    lines = [f"{json.dumps(name)}: {json.dumps(vars(state), sort_keys=True)}"  # vars: asdict deep-copies
+             for name, state in sorted(states.items())]
+    try:
+        tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk: the previous file stays whole, and the operator reads why
+        tmp.unlink(missing_ok=True)
+        raise StorageError(cannot_write(path, exc)) from None
+
+
+def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping[str, float]) -> None:
+    """Due times further ahead of `now` than the delay that set them (the wall clock was set back
+    since they were saved) are pulled back to now plus that delay, with a parser.log line each.
+    `longest_delay` per source stands in for a state saved without its delay."""
+    for name, state in states.items():
+        delay = state.delay or longest_delay.get(name, 0.0)
+        if delay and state.next_due > now + delay + SLACK:
+            log.info("%s  next poll was due in %.0f s, beyond its %.0f s delay (the clock was set back):"
+                     " pulled back", name, state.next_due - now, delay)
+            state.next_due = now + delay
+        hold = state.hold or longest_delay.get(name, 0.0)
+        if hold and state.not_before > now + hold + SLACK:
+            log.info("%s  Retry-After hold ends in %.0f s, beyond its %.0f s (the clock was set back):"
+                     " pulled back", name, state.not_before - now, hold)
+            state.not_before = now + hold
+
+
+def state_of(states: dict[str, SourceState], name: str, url: str) -> SourceState:
+    """The state kept for source `name`, made afresh when there is none or it belonged to another
+    url (validators, redirects and failures are the old address's)."""
+    state = states.get(name)
+    if state is None or state.url != url:
+        state = states[name] = SourceState(url=url)
+    return state
