@@ -58,6 +58,8 @@ def gaps_below(times: dict[str, list[float]], interval: float) -> tuple[list, in
 
 def stored_links(pg_url: str) -> list[str]:
     with psycopg.connect(pg_url) as con:
+        if con.execute("SELECT to_regclass('items')").fetchone()[0] is None:
+            return []  # before the group's first flush
         return [r[0] for r in con.execute("SELECT link FROM items ORDER BY link")]
 
 
@@ -79,8 +81,9 @@ def test_each_source_polled_once_per_interval_across_the_group_and_each_item_sto
     projects = group(tmp_path, daemons, pg_url, server, sources)
     procs = [start(p) for p in projects]
     started = time.monotonic()
-    time.sleep(3)
-    publish(server, sources, 5)  # new items while the group runs
+    # Every source polled once by the group (stored, not only asked for), then new items while it runs.
+    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 3), "the first items stored", 20)
+    publish(server, sources, 5)
     changed = time.monotonic()
     wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 20)
     # Stored, not only asked for: a poll still in flight at the stop is abandoned.
