@@ -13,6 +13,8 @@ from .parsed import Parsed
 from .source_view import SourceView
 
 VERSION_PREFIX = "https://jsonfeed.org/version/"
+# A bare version number in place of the spec's URL: written by some generators, read as JSON Feed.
+BARE_VERSIONS = {"1": VERSION_PREFIX + "1", "1.0": VERSION_PREFIX + "1", "1.1": VERSION_PREFIX + "1.1"}
 
 
 def version_of(document: Any) -> str | None:
@@ -21,6 +23,9 @@ def version_of(document: Any) -> str | None:
         version = document.get("version")
         if isinstance(version, str) and version.startswith(VERSION_PREFIX):
             return version
+        bare = str(version).strip() if isinstance(version, (str, int, float)) else ""
+        if bare in BARE_VERSIONS:  # "1.1", and the number 1.1 too
+            return BARE_VERSIONS[bare]
     return None
 
 
@@ -39,7 +44,11 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     if version is None:
         raise ParseError("JSON without a JSON Feed version (https://jsonfeed.org/version/1.1); "
                          "for another JSON answer set the source's protocol to 'json_api'")
-    return parse_document(document, source=source, fetched=fetched)
+    parsed = parse_document(document, source=source, fetched=fetched)
+    if version != document["version"]:  # a note: parser.log says it once per source and run
+        parsed.notes.append(f"JSON Feed version {json.dumps(document['version'])} is not the spec's URL "
+                            f"({version}); read as JSON Feed")
+    return parsed
 
 
 def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: str) -> Parsed:
@@ -54,7 +63,7 @@ def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: 
         else:
             skipped += 1
     warnings = [f"JSON Feed: skipped {skipped} items that are not objects"] if skipped else []
-    return Parsed(records=records, warnings=warnings, kind=kind_of(document["version"]),
+    return Parsed(records=records, warnings=warnings, kind=kind_of(version_of(document) or VERSION_PREFIX),
                   home=_text(document.get("home_page_url")))
 
 

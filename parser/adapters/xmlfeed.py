@@ -73,6 +73,10 @@ TAGS.update({
 })
 # The same namespaces written with https:// (seen: dc in real feeds); feedparser accepts them too.
 TAGS.update({"{https://" + tag[8:]: name for tag, name in list(TAGS.items()) if tag.startswith("{http://")})
+# A namespace matched without regard to case, as feedparser does: podcasts declare iTunes's as
+# ".../DTDs/PodCast-1.0.dtd", ".../dtds/Podcast-1.0.dtd" and other spellings (see _field_of).
+_TAGS_BY_LOWER_NS = {"{" + tag[1:].partition("}")[0].lower() + "}" + tag.partition("}")[2]: name
+                     for tag, name in TAGS.items() if tag.startswith("{")}
 _ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
 _RDF_ABOUT = f"{{{RDF}}}about"
 
@@ -276,14 +280,23 @@ def _problem(root: etree._Element, parser: etree.XMLParser) -> str:
 
 
 # -- one entry -------------------------------------------------------------------------------------
+def _field_of(tag: object) -> str | None:
+    """The field an element's tag feeds (TAGS), its namespace matched without regard to case."""
+    name = TAGS.get(tag)  # an entity's tag is a function: never in TAGS (and read once: lxml builds it)
+    if name is None and isinstance(tag, str) and tag.startswith("{"):
+        namespace, _, local = tag[1:].partition("}")
+        name = _TAGS_BY_LOWER_NS.get("{" + namespace.lower() + "}" + local)
+    return name
+
+
 def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
     """The entry's children by field (TAGS), in document order; media:group's children included."""
     fields: dict[str, list[etree._Element]] = {}
     for child in entry:
-        name = TAGS.get(child.tag)  # an entity's tag is a function: never in TAGS (and read once: lxml builds it)
+        name = _field_of(child.tag)
         if name == "mediagroup":
             for grandchild in child:
-                inner = TAGS.get(grandchild.tag)
+                inner = _field_of(grandchild.tag)
                 if inner in ("mediatitle", "mediadescription"):
                     fields.setdefault(inner, []).append(grandchild)
         elif name:
@@ -294,7 +307,7 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
 def _entry_date(entry: etree._Element) -> tuple[str, bool]:
     fields = {}
     for child in entry:
-        name = TAGS.get(child.tag)
+        name = _field_of(child.tag)
         if name in ("published", "updated", "created"):
             fields.setdefault(name, []).append(child)
     return _published(fields)
@@ -318,7 +331,7 @@ def _record(entry: etree._Element, source_name: str, fetched: str, dated: tuple[
                                                         "mediadescription")) if e), [None])[0]
     content, base = _content(fields)
     if summary_element is not None:
-        plain = TAGS.get(summary_element.tag) in ("itunessummary", "mediadescription")
+        plain = _field_of(summary_element.tag) in ("itunessummary", "mediadescription")
         summary = _html_text(_html_of(summary_element, default_type="text" if plain else ""))
     else:
         summary = _html_text(content)  # as feedparser does: the content stands in for a missing summary
@@ -347,7 +360,7 @@ def _title(element: etree._Element | None, default_type: str = "") -> str:
     else:
         value = clean_text(_text(element))
         if kind.startswith("base64"):
-            value, kind = _unbase64(value), kind[7:]
+            value, kind = _unbase64(value, kind)
     if kind != "text" and "<" in value:
         value = _NOT_TEXT.sub(" ", value)
     return title_text(value, kind or "guess")
@@ -388,7 +401,8 @@ def _type_of(element: etree._Element, default_type: str) -> str:
     kind = (element.get("type") or "").strip().lower()
     mode = element.get("mode", "").strip().lower()
     if mode == "base64" or ("/" in kind and not kind.startswith("text/") and not kind.endswith(("+xml", "/xml"))):
-        # Atom 0.3's mode="base64", Atom 1.0's other media types: the value is base64 (RFC 4287 3.1.1)
+        # Atom 0.3's mode="base64", Atom 1.0's other media types: the value is base64 (RFC 4287 3.1.1),
+        # when it is (_unbase64); a title typed "application/x-custom" by mistake stays text.
         return "base64 " + ("html" if "html" in kind else "text")
     if mode == "escaped" or kind in ("html", "text/html"):
         return "html"
@@ -412,17 +426,19 @@ def _html_of(element: etree._Element | None, default_type: str = "") -> str:
     else:
         value = _text(element)  # control characters are left to finish_record: one pass, after nh3
         if kind.startswith("base64"):
-            value, kind = _unbase64(value), kind[7:]
+            value, kind = _unbase64(value, kind)
         if kind == "text" or (kind == "" and not _LOOKS_LIKE_HTML.search(value)):
             return html.escape(value, quote=False)
     return value
 
 
-def _unbase64(value: str) -> str:
+def _unbase64(value: str, kind: str) -> tuple[str, str]:
+    """A "base64 ..." value and kind decoded; a value that is no base64 of UTF-8 text (a title whose
+    writer gave it a made-up media type) is kept as the text it is, never decoded into garbage."""
     try:
-        return base64.b64decode(value, validate=False).decode("utf-8", "replace")
-    except (ValueError, binascii.Error):
-        return ""
+        return base64.b64decode(_SPACES.sub("", value), validate=True).decode("utf-8"), kind[7:]
+    except (ValueError, binascii.Error):  # UnicodeDecodeError is a ValueError
+        return value, "text"
 
 
 def _xhtml(element: etree._Element) -> str:
@@ -496,7 +512,7 @@ def _http(element: etree._Element, value: str) -> str:
 def _home(channel: etree._Element) -> str:
     """The feed's own home page: RSS's channel <link>, Atom's alternate link."""
     for child in channel:
-        name = TAGS.get(child.tag)
+        name = _field_of(child.tag)
         if name == "link":
             link = _http(child, _plain(child) or (child.get("href") or "").strip())
         elif name == "atomlink" and (child.get("rel") or "alternate").strip() == "alternate":

@@ -15,8 +15,9 @@ which turns every other non-ASCII character into mojibake. So the adapters ask h
 4. a body that is mostly UTF-8 with a few bad bytes keeps its UTF-8, the bad bytes become U+FFFD;
 5. anything else: the code page of the language the document declares (`<language>pt-br</language>`,
    `xml:lang`, `<html lang>`) when its bytes fit it, else charset_normalizer's guess, where windows-1252
-   (what browsers assume for unlabelled text) wins a tie; windows-1252 is the last resort. A short
-   Portuguese text scores the same as Czech, Baltic or Cyrillic code pages: the language decides.
+   (what browsers assume for unlabelled text) wins unless the guess reads the bytes with less chaos;
+   windows-1252 is the last resort. A short Portuguese text scores the same as Czech, Baltic or DOS
+   code pages: the language decides, else windows-1252.
 
 Every choice that overrides a declaration, or replaces bytes, comes back as a warning for errors.log.
 """
@@ -174,15 +175,21 @@ def declared_language(body: bytes) -> str | None:
 
 
 def _guess(body: bytes) -> str | None:
-    """charset_normalizer's pick; among readings it scores exactly alike, windows-1252 (the guess of
-    browsers for unlabelled text), so a short Western text is not read as Czech or Baltic."""
-    results = from_bytes(body[:65536])
+    """charset_normalizer's pick, unless windows-1252 (the guess of browsers for unlabelled text) reads
+    the bytes with no more chaos than that pick: the detector is confident of another code page only
+    when its reading is cleaner. Its coherence (which language the letters resemble) does not count:
+    a short Portuguese text is as coherent in cp1257, cp775 or cp1250 as in cp1252, while Cyrillic,
+    Greek or Hebrew bytes read as windows-1252 are chaos, so those keep the detector's pick."""
+    head = body[:65536]
+    results = from_bytes(head)
     best = results.best()
     if best is None:
         return None
-    tied = [m for m in results if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
-    if any(codec_name(m.encoding) == "cp1252" for m in tied):
-        return "cp1252"
+    if codec_name(best.encoding) != "cp1252" and _fits(head, ["cp1252"]):
+        western = next((m for m in results if codec_name(m.encoding) == "cp1252"), None) or \
+            from_bytes(head, cp_isolation=["cp1252"]).best()
+        if western is not None and western.chaos <= best.chaos:
+            return "cp1252"
     return codec_name(best.encoding)
 
 
