@@ -56,8 +56,8 @@ def build_arguments() -> argparse.ArgumentParser:
                     help="only this two-pass job (repeatable); a disabled job named here runs too. "
                          "--job without --source runs no feeds, --source without --job runs no jobs")
     ap.add_argument("--links-only", action="store_true",
-                    help="run the jobs' pass 1 alone (no feeds, no pass 2), so the link files "
-                         "(STAGING_DIR/jobs/NAME/links.txt) can be checked before pass 2")
+                    help="run the jobs' pass 1 alone (no feeds, no pass 2), then exit 0, like --once, so the "
+                         "link files (STAGING_DIR/jobs/NAME/links.txt) can be checked before pass 2")
     ap.add_argument("--dry-run", action="store_true",
                     help="print the records as JSON lines and write nothing (no staging, database, logs"
                          " or state); implies --once")
@@ -92,7 +92,11 @@ def add_control(commands) -> None:
     """`reset SOURCE` and `poll SOURCE`, handed to the running daemon (parser/operate/control.py)."""
     for verb, what in (("reset", "clear a source's failures and dead mark, and poll it now"),
                        ("poll", "poll a source now")):
-        cmd = commands.add_parser(verb, help=f"{what} (handed to the running daemon)")
+        cmd = commands.add_parser(verb, help=f"{what} (handed to the running daemon)",
+                                  epilog="Exit codes: 0 done, 1 no daemon runs on the staging folder or it did "
+                                         "not answer, 2 no such source in params.py or the daemon does not poll "
+                                         "it, 3 refused by the daemon (held until a server's Retry-After), "
+                                         "4 polled, and the poll failed.")
         add_params_argument(cmd)
         cmd.add_argument("source", metavar="SOURCE", help="the source's name in params.py")
         cmd.add_argument("--wait", type=float, default=10.0, metavar="SECONDS",
@@ -103,8 +107,21 @@ def add_control(commands) -> None:
 COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
 
 
+def _params_missing(args: argparse.Namespace) -> bool:
+    """A params file that is not there: said with its full path and what to do (exit 2)."""
+    path = Path(args.params).expanduser()
+    if path.is_file():
+        return False
+    what = "is a folder, not a params file" if path.is_dir() else "params file does not exist"
+    print(f"settings error: {path.absolute()}: {what}; create it, or pass --params PATH "
+          "(an example is params.py in the checkout)", file=sys.stderr)
+    return True
+
+
 def _settings_or_exit(args: argparse.Namespace):
     from .settings.read import read_settings  # imported on first use: a command loads what it runs
+    if _params_missing(args):
+        return None
     try:
         return read_settings(args.params)  # within a time limit, as the daemon reads it
     except SettingsError as exc:
@@ -148,6 +165,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     from .daemon import Daemon, RunOptions  # imported on first use: a command loads what it runs
     from .settings.read import read_settings  # imported on first use: a command loads what it runs
     cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/core/memory.py)
+    if _params_missing(args):
+        return EXIT_SETTINGS
     try:
         settings = read_settings(args.params)  # within a time limit: a params.py that blocks is exit 2
         options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
@@ -175,6 +194,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     except LockHeldError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # --dry-run's stdout closed (`| head`): main() ends quietly
+        raise
     except HistoryMismatchError as exc:  # the hash files do not fit the settings: no traceback, no restart
         logs.critical_line(f"stopped: {exc}")
         return EXIT_SETTINGS
@@ -189,14 +210,34 @@ def run_daemon(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_arguments().parse_args(argv)
-    return args.handler(args)
+    try:
+        code = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `status --json | head`: the reader has what it wanted
+        return _stdout_closed()
+    return code
+
+
+def _stdout_closed() -> int:
+    """The reader of standard output went away: end quietly with 0, as `git log | head` does.
+    Standard output is pointed at /dev/null, so no later flush raises the error again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_OK
 
 
 def run(argv: list[str] | None = None) -> None:
     """The console script's entry point: run, then leave without waiting for stuck worker threads."""
     code = main(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a closed reader: nothing left to say to it
+            pass
     logging.shutdown()
     # Worker threads still blocked in a socket read would hold the interpreter until their timeout;
     # everything that matters is flushed and closed by now.

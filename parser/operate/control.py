@@ -1,4 +1,4 @@
-"""Commands for the running daemon (`run_daemon.py reset SOURCE`, `run_daemon.py poll SOURCE`),
+"""Commands for the running daemon (`parser-daemon reset SOURCE`, `parser-daemon poll SOURCE`),
 handed over through files, so only the main thread ever changes a source's state.
 
 The command writes STAGING_DIR/control/<id>.request.json (written whole, then renamed); the main
@@ -9,6 +9,7 @@ waits for the answer, prints it, and removes the reply.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,21 @@ from ..core.jsonfile import read_object, write_whole
 VERBS = ("reset", "poll")
 REPLY_WAIT = 10.0          # seconds a command waits for the daemon's answer
 STALE_REPLY = 3600.0       # a reply no command came for (it was killed) is removed after this
+# The commands' exit codes, one per outcome (README, "reset SOURCE and poll SOURCE"):
+DONE = 0            # done, or taken and still running
+NO_DAEMON = 1       # no daemon runs on the staging folder, or it did not take the request
+NOT_POLLED = 2      # no such source in params.py, or the daemon does not poll it
+REFUSED = 3         # the daemon refused it: held by Retry-After, claimed by another daemon of the group
+POLL_FAILED = 4     # polled, and the poll failed (`reset old-forum: HTTP 410 Gone`)
+
+
+def invoked_as() -> str:
+    """The command as the operator typed it, for hints: `parser-daemon` when installed, `python
+    run_daemon.py` in a checkout (sys.argv[0]'s name)."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if name.endswith(".py") and name != "__main__.py":
+        return f"python {name}"
+    return name if name and name not in ("-c", "__main__.py") else "parser-daemon"
 
 
 @dataclass(frozen=True)
@@ -84,21 +100,22 @@ class ControlBox:
         return taken
 
     def answer(self, request: Request, *, ok: bool, done: bool, message: str, code: int | None = None) -> None:
-        code = (0 if ok else 1) if code is None else code
+        code = (DONE if ok else REFUSED) if code is None else code
         write_whole(self.folder / f"{request.id}.reply.json",
                     {"id": request.id, "ok": ok, "code": code, "done": done, "message": message})
 
 
 # -- the command's side --------------------------------------------------------------------------
 def send(staging_dir: Path, verb: str, source: str, out: TextIO, err: TextIO, *,
-         wait: float = REPLY_WAIT) -> int:
-    """Hand one command to the running daemon and print its answer; return the exit code:
-    0 done (or accepted and still running), 1 no daemon or no answer, 2 the daemon refused it."""
+         wait: float = REPLY_WAIT, params: Path | None = None) -> int:
+    """Hand one command to the running daemon and print its answer; return the exit code (DONE,
+    NO_DAEMON, NOT_POLLED, REFUSED, POLL_FAILED above). `params`: the params file, named in a hint."""
     pid = daemon_pid(staging_dir)
     if pid is None:
+        named = f" --params {params}" if params is not None else ""
         print(f"error: no daemon is running on {staging_dir} (no live process in its daemon.lock); "
-              f"start it, or poll once with: run_daemon.py --once --source {source}", file=err)
-        return 1
+              f"start it, or poll once with: {invoked_as()}{named} --once --source {source}", file=err)
+        return NO_DAEMON
     folder = control_folder(staging_dir)
     folder.mkdir(parents=True, exist_ok=True)
     rid = f"{time.time_ns()}-{os.getpid()}"
@@ -114,18 +131,18 @@ def send(staging_dir: Path, verb: str, source: str, out: TextIO, err: TextIO, *,
     if reply is None and _remove(request):
         print(f"error: the daemon (pid {pid}) did not take the request in {wait:g} s; is its loop stuck? "
               "See its logs/parser.log", file=err)
-        return 1
+        return NO_DAEMON
     _remove(reply_path)
     if reply is None:  # taken at the last moment, not answered yet
         print(f"{verb} {source}: taken by the daemon (pid {pid}); see logs/parser.log for the outcome", file=out)
-        return 0
+        return DONE
     stream = out if reply.get("ok") else err
     message = str(reply.get("message", ""))
     if not reply.get("done"):
         message += f"; not finished after {wait:g} s, see logs/parser.log for the outcome"
     print(message if reply.get("ok") else f"error: {message}", file=stream)
-    code = reply.get("code", 1)
-    return code if isinstance(code, int) else 1
+    code = reply.get("code", NO_DAEMON)
+    return code if isinstance(code, int) else NO_DAEMON
 
 
 def _remove(path: Path) -> bool:
@@ -150,5 +167,5 @@ def command(settings, verb: str, source: str, out: TextIO, err: TextIO, *, wait:
     if source not in names:
         print(f"error: no source named {source!r} in {settings.params_path} (sources: "
               f"{', '.join(names) or 'none'})", file=err)
-        return 2
-    return send(settings.staging_dir, verb, source, out, err, wait=wait)
+        return NOT_POLLED
+    return send(settings.staging_dir, verb, source, out, err, wait=wait, params=settings.params_path)

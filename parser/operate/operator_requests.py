@@ -13,7 +13,7 @@ from ..settings.params import Settings, Source
 from ..sources.protocols import protocol_of
 from ..sources.source_schedule import SourceSchedule
 from ..sources.state import SourceState, iso
-from .control import ControlBox, Request
+from .control import NOT_POLLED, POLL_FAILED, ControlBox, Request
 
 log = logging.getLogger("parser")
 
@@ -37,7 +37,7 @@ class OperatorRequests:
             self.run_info.add(control_requests=1)
             source = by_name.get(request.source)
             if source is None:
-                self._refuse(request, not_polled(request.source, settings), code=2)
+                self._refuse(request, not_polled(request.source, settings), code=NOT_POLLED)
             elif not self.schedule.claim(source):  # SHARED: the group's row, claimed on this machine
                 self._refuse(request, f"{source.name} is being polled by another daemon of the group (SHARED); "
                              "ask again in a moment")
@@ -71,15 +71,16 @@ class OperatorRequests:
             self.schedule.changed()
             self.save()
         for request in requests:
-            self.control.answer(request, ok=ok, done=True, message=f"{request.verb} {source.name}: "
-                                f"{state.last_outcome or 'polled'}")
+            self.control.answer(request, ok=ok, done=True, code=None if ok else POLL_FAILED,
+                                message=f"{request.verb} {source.name}: {state.last_outcome or 'polled'}")
 
 
 def not_polled(name: str, settings: Settings) -> str:
     """Why a request names a source this daemon does not poll."""
     source = next((s for s in settings.sources if s.name == name), None)
-    if source is None:
-        return f"no source named {name!r} in {settings.params_path}"
+    if source is None:  # the command found it in params.py: added since the daemon read the file
+        return (f"no source named {name!r} in the settings the daemon runs with; if you added it to "
+                f"{settings.params_path} since, reload the daemon first (systemctl reload, or kill -HUP its pid)")
     if not protocol_of(source).polled:
         return f"{name} is a {source.protocol} source: it is never polled, its records are delivered"
     if not source.enabled:
