@@ -9,6 +9,7 @@ source delays nothing but itself. Between turns: the operator's `reset`/`poll` r
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -21,6 +22,8 @@ from db.store import Database
 
 from .core import logs
 from .core.clock import ScheduleClock, wall
+from .core.errors import StorageError
+from .core.jsonfile import read_object, write_whole
 from .core.lock import FolderLock
 from .core.runinfo import RunInfo, daemon_status_path
 from .core.urls import redact_url
@@ -41,6 +44,7 @@ from .technique import Techniques
 
 __all__ = ["Daemon", "RunOptions"]
 log = logging.getLogger("parser")
+NOTES_FILE = "notes.json"  # in STAGING_DIR: the settings' notes said at the last start (Daemon._say_notes)
 CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/operate/control.py) and pushed records
 STOPPED = {True: "stopped on signal; staged records flushed",  # by whether the last flush went through
            False: "stopped on signal; the flush failed, records stay in staging"}
@@ -49,6 +53,8 @@ STOPPED = {True: "stopped on signal; staged records flushed",  # by whether the 
 class Daemon:
     def __init__(self, settings: Settings, options: RunOptions, *, stop: threading.Event | None = None,
                  clock: Callable[[], float] | None = None, out: TextIO = sys.stdout):
+        if options.links_only and not options.once:  # a one-shot: pass 1 of the selected jobs, then exit 0
+            options = dataclasses.replace(options, once=True)
         self.settings, self.options, self.out = settings, options, out
         self.stop = stop or threading.Event()
         # Scheduling counts with the monotonic clock (parser/core/clock.py); what is written down, by the wall.
@@ -83,15 +89,37 @@ class Daemon:
         logs.setup(None if dry_run else s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups,
                    log_format=s.log_format, errors_on_console=not dry_run)
         log.info("params: %s", s.params_path)  # first: which file, so a daemon started in the wrong folder says so
-        for note in s.notes:
-            log.info("params: %s", note)
         if not self.options.dry_run:
             self.lock.acquire()
         try:
+            self._say_notes()
             self._open()
             return self._loop()
         finally:
             self._close()
+
+    def _say_notes(self) -> None:
+        """How the settings were read (an OPML title renamed, a feed listed twice): said in full when they
+        differ from the last start's (staging/notes.json), else in one line, so a restart is no noise."""
+        notes = list(self.settings.notes)
+        if self.options.dry_run:
+            for note in notes:
+                log.info("params: %s", note)
+            return
+        path = self.settings.staging_dir / NOTES_FILE
+        last = read_object(path)
+        if not notes and last is None:
+            return  # nothing to say, nor to remember
+        if notes and last is not None and last.get("notes") == notes:
+            log.info("params: %d %s as at the last start, not repeated (%s)", len(notes),
+                     "note" if len(notes) == 1 else "notes", path)
+            return
+        for note in notes:
+            log.info("params: %s", note)
+        try:
+            write_whole(path, {"notes": notes})
+        except StorageError:
+            pass  # said again at the next start; the staging folder's own writes report a full disk
 
     def _open(self) -> None:
         """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
@@ -241,7 +269,8 @@ class Daemon:
         next flush retries. The outcome goes to daemon.json and the status page's health."""
         started = time.monotonic()
         self.feeds.stage_pushed()
-        flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url)
+        flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
+                              feeds_idle=not (self.feeds.sources or self.feeds.listened))  # --job alone: no feeds' line
         self.flushes.record(why, flushed, time.monotonic() - started)
         self._save_state(force=True)  # every flush writes the states it waited to write
         return flushed.ok

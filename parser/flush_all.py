@@ -29,9 +29,11 @@ class Flushed:
     error: str | None      # the failed tables' errors, "; "-joined
 
 
-def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *, db_url: str) -> Flushed:
+def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *, db_url: str,
+                feeds_idle: bool = False) -> Flushed:
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
-    flush (`why` "stop" or "once"); an interval with nothing to write says nothing."""
+    flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
+    with nothing to write says nothing."""
     written = already = 0
     errors: list[str] = []
     for sink in sinks:
@@ -49,7 +51,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
             errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
             continue
         written, already = written + rows, already + known
-        if rows or known or (feeds and why in ("stop", "once")):
+        if rows or known or (feeds and why in ("stop", "once") and not feeds_idle):
             log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
                      f", {known} already stored" if known else "")
     return Flushed(ok=not errors, rows=written, already=already, error="; ".join(errors) or None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..adapters import Parsed
 from ..core import logs
@@ -18,10 +18,14 @@ from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
 from ..pipeline.sink import PrintSink, Sink, Staged
 from ..settings.params import Source
-from ..sources.state import MAX_BACKOFF, SourceState
+from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
 
 log = logging.getLogger("parser")
 SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
+
+
+def plural(count: int, word: str) -> str:
+    return word if count == 1 else word + "s"
 
 
 @dataclass
@@ -40,6 +44,7 @@ class PollOutcome:
 class PollTally:
     """Polls taken since the last summary line."""
     polled: int = 0
+    sources: set[str] = field(default_factory=set)  # the distinct sources of those polls
     not_modified: int = 0
     errors: int = 0
     new: int = 0
@@ -60,6 +65,7 @@ class OutcomeTaker:
         staged already. Returns whether the poll succeeded."""
         source = outcome.source
         self.tally.polled += 1
+        self.tally.sources.add(source.name)
         if outcome.error is not None:
             self._take_failure(outcome, state, now)
             return False
@@ -117,7 +123,11 @@ class OutcomeTaker:
             return
         marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=outcome.error,
                               status=exc.status if exc is not None else None)
-        logs.error_line(source.name, state.address(), outcome.error)
+        said = outcome.error
+        if exc is not None and exc.retry_after is not None:  # until when, in the line itself
+            wait = min(exc.retry_after, RETRY_AFTER_MAX)
+            said = f"{said}; held until {iso(time.time() + wait)} (Retry-After {wait:.0f} s)"
+        logs.error_line(source.name, state.address(), said)
         log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
         if marked:
             log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
@@ -169,6 +179,7 @@ class OutcomeTaker:
             return
         t = self.tally
         if t.polled:
-            log.info("polled: %d sources in %.0f s: %d new records, %d duplicates, %d not modified, %d errors",
-                     t.polled, time.monotonic() - self.tally_since, t.new, t.duplicates, t.not_modified, t.errors)
+            log.info("polled: %d %s of %d %s in %.0f s: %d new records, %d duplicates, %d not modified, %d errors",
+                     t.polled, plural(t.polled, "poll"), len(t.sources), plural(len(t.sources), "source"),
+                     time.monotonic() - self.tally_since, t.new, t.duplicates, t.not_modified, t.errors)
         self.tally, self.tally_since = PollTally(), time.monotonic()

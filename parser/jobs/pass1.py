@@ -156,6 +156,7 @@ class Pass1:
                          + (f" (expanded only as far as {most + 1} links pending)"
                             if most is not None and pending_seen > most else ""))
         elif new:
-            log.info("%s  pass 1 (template): %d more links past the last confirmed one", job.name, new)
+            log.info("%s  pass 1 (template): %d more %s past the last confirmed one", job.name, new,
+                     "link" if new == 1 else "links")
         return new + reopened
 

@@ -91,7 +91,7 @@ class Reload:
                  old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
                  ", ".join(changed) or "none",
                  f"; a restart is needed for {', '.join(restart)}" if restart else "")
-        for note in new.notes:
+        for note in (n for n in new.notes if n not in old.notes):  # the unchanged ones were said at start
             log.info("params: %s", note)
         return replace(running, settings=replace(old, **{name: getattr(new, name) for name in RELOADABLE}),
                        sources=now_polled)
