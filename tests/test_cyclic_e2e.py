@@ -78,7 +78,7 @@ def test_dry_run_prints_records_and_writes_nothing(server, project):
     before = sorted(p.name for p in project.staging.iterdir())
     proc = project.run("--dry-run")
     assert [json.loads(line)["title"] for line in proc.stdout.splitlines() if line.startswith("{")] == ["Item 3"]
-    assert "3 records, 1 new would be staged" in proc.stdout
+    assert "3 records, 1 new would be staged" in proc.stderr
     assert sorted(p.name for p in project.staging.iterdir()) == before
 
 

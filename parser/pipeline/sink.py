@@ -144,11 +144,12 @@ class Sink:
 class PrintSink:
     """--dry-run's sink: Sink's interface, writing nothing. Uniqueness is checked read-only against
     the hashes staged by earlier runs (so what is stored already is not shown) and against this run's
-    own records; show() prints the records that would be staged, say() the comment lines among them."""
+    own records; show() prints the records that would be staged (JSON lines on `out`, stdout: `| jq` reads
+    them), say() the `#` comment lines about them on `notes` (stderr unless given)."""
 
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 out: TextIO, setting: str = "UNIQUE_FIELDS"):
+                 out: TextIO, setting: str = "UNIQUE_FIELDS", notes: TextIO | None = None):
         self.table = table
         self.identity = Identity(unique_fields, algorithm, table=table)
         History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm, unique_fields=unique_fields,
@@ -156,6 +157,7 @@ class PrintSink:
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
+        self.notes = notes
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
@@ -173,8 +175,10 @@ class PrintSink:
         self.dedup.close()
 
     def say(self, text: str) -> None:
-        print(f"# {text}", file=self.out)
-        self.out.flush()
+        notes = self.notes or sys.stderr  # looked up now: the stream in place when it is said
+        self.out.flush()  # the records before it come first on a terminal showing both
+        print(f"# {text}", file=notes)
+        notes.flush()
 
     def show(self, records: list[dict]) -> None:
         print_records(records, self.out)

@@ -41,6 +41,7 @@ from ..sources.source_options import (
     check_push_paths,
     check_rate_fits,
     default_interval,
+    missing_scheme,
     parse_listen,
 )
 from .link_jobs import LinkJob, check_link_jobs
@@ -340,7 +341,10 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         extra = check_protocol_keys(item, where, name, str(v["WEBHOOK_LISTEN"]), problems)
         url = item.get("url", extra.pop("url", None))  # a webhook's url defaults to its listener address
         resolved = _source_url(url, base)
-        if resolved is None:
+        if meant := missing_scheme(url, base):  # read as a file path, it would only be "file not found"
+            problems.add(where, f'url: no scheme: did you mean "{meant}"?')
+            resolved = None
+        elif resolved is None:
             problems.add(where, f"url must be an http(s) URL, a file:// URL or a file path, got {url!r}")
         enabled = item.get("enabled", True)
         if not isinstance(enabled, bool):

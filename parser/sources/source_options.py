@@ -33,6 +33,9 @@ DEFAULT_MAX_PAGES = 10          # when `next` or `page_param` asks for pages
 _SECRET_NAME = re.compile(r"authorization|token|secret|passw|api[-_]?key|apikey|^key$|signature", re.IGNORECASE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@/%-]+$")
+# The first segment of a url written without its scheme: a host with a dot (example.org, 127.0.0.1) or a
+# host with a port (localhost:8901); a port, or a '/' after it, tells it from a file name (feed.xml).
+_HOST_SEGMENT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d{1,5})?(?=/)|[A-Za-z0-9.-]+:\d{1,5}(?=/|$))")
 
 
 class Problems(Interface):
@@ -303,6 +306,22 @@ def parse_listen(value: Any) -> tuple[str, int]:
     if not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"must be 'host:port' like '127.0.0.1:8787', got {value!r}")
     return host, int(port)
+
+
+def missing_scheme(url: Any, base: os.PathLike | str) -> str | None:
+    """The http:// URL a source's url without a scheme means ('127.0.0.1:8901/feed.xml',
+    'example.org/feed.xml'), or None: a url with a scheme, a path that names itself one ('./x', '/x',
+    '~/x'), a file name, or any path that exists relative to `base` (params.py's folder) stays a file."""
+    if not isinstance(url, str) or "://" in url or url.startswith((".", "/", "~", "\\")):
+        return None
+    if not _HOST_SEGMENT.match(url):
+        return None
+    try:
+        if os.path.lexists(os.path.join(base, url)):
+            return None
+    except (OSError, ValueError):  # a NUL, a name too long: no such file, and its own check says so
+        return None
+    return f"http://{url}"
 
 
 def check_callback_base(value: Any) -> bool:
