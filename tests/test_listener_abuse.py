@@ -207,7 +207,7 @@ def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(
     assert alive, f"daemon exited {daemon.returncode}: {daemon.stderr.read()}"
     assert statuses and statuses == [202] * len(statuses)
     assert gauge.max_fds <= 1024 - 256  # room left for the main loop's files and fetches
-    assert stop(daemon) == 0
+    assert stop(daemon, timeout=120) == 0  # a loaded machine (CI runs 4 test workers) drains the held bodies slowly
     assert len(hook.rows()) == len(statuses)
     assert attack.cut > 0  # slow heads are cut to make room, not held forever
     assert "closed to make room" in hook.log("errors.log")
@@ -287,7 +287,7 @@ def test_100_held_10_mib_bodies_leave_daemon_memory_under_300_mib(hook):
     assert daemon.poll() is None
     assert small.status_code == 202
     assert gauge.max_rss < 300 * MiB
-    assert stop(daemon) == 0
+    assert stop(daemon, timeout=120) == 0  # a loaded machine (CI runs 4 test workers) drains the held bodies slowly
     assert [r["title"] for r in hook.rows()] == ["Item 1"]
     assert "refused (503)" in hook.log("errors.log")
 
