@@ -172,11 +172,7 @@ class HashFile:
         """A file saved by a Windows editor (CRLF line ends, perhaps a BOM) is rewritten with plain line
         ends: the digests are the same, and the file's fixed width is what every lookup relies on. The
         Bloom filter's count of covered bytes goes with it (the filter is rebuilt from the file)."""
-        try:
-            with open(self.path, "rb") as f:
-                first = f.readline()
-        except FileNotFoundError:
-            return
+        first = self._first_line()
         if not (first.endswith(b"\r\n") or first.startswith(BOM)):
             return
         if self.read_only:
@@ -194,12 +190,17 @@ class HashFile:
         log.warning("%s had Windows line ends or a BOM (saved by an editor?): rewritten with plain line "
                     "ends, every digest kept", self.path.name)
 
-    def _check_width(self) -> None:
+    def _first_line(self) -> bytes:
+        """The file's first line as written (b"" when there is no file): what its line ends and
+        digest width are judged by."""
         try:
             with open(self.path, "rb") as f:
-                first = f.readline()
+                return f.readline()
         except FileNotFoundError:
-            return
+            return b""
+
+    def _check_width(self) -> None:
+        first = self._first_line()
         if first.endswith(b"\n") and len(first) != self.line_length:
             raise StorageError(
                 f"{self.path} holds digests of {len(first) - 1} characters but HASH gives "
