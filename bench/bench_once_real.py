@@ -74,15 +74,21 @@ def timed_run(command: list[str], **kwargs) -> tuple[float, int, float]:
     return seconds, proc.returncode, usage.ru_maxrss / 1024
 
 
-def run_ours(folder: Path, urls: list[str], concurrency: int) -> dict:
+def write_params(folder: Path, urls: list[str], concurrency: int) -> Path:
+    """A project folder's params.py: one source a URL, default settings but CONCURRENCY."""
     sources = [{"name": f"feed{n}", "url": url} for n, url in enumerate(urls)]
     (folder / "params.py").write_text(f"CONCURRENCY = {concurrency}\nSOURCES = {sources!r}\n")
+    return folder / "params.py"
+
+
+def run_ours(folder: Path, urls: list[str], concurrency: int) -> dict:
+    write_params(folder, urls, concurrency)
     timings = folder / "timings.json"
     seconds, code, peak = timed_run([sys.executable, "-m", "bench.once_timed", str(timings),
                                      "--params", str(folder / "params.py"), "--once"], cwd=ROOT)
     log = (folder / "logs" / "parser.log").read_text(encoding="utf-8", errors="replace") \
         if (folder / "logs" / "parser.log").exists() else ""
-    return {"seconds": seconds, "code": code, "peak": peak, "rows": _rows(folder / "db" / "items.db", "items"),
+    return {"seconds": seconds, "code": code, "peak": peak, "rows": count_rows(folder / "db" / "items.db", "items"),
             "fallbacks": sum(1 for line in log.splitlines() if line.rstrip().endswith("via feedparser")),
             "errors": [line for line in log.splitlines() if "  error  " in line],
             "timings": json.loads(timings.read_text()) if timings.exists() else None}
@@ -102,17 +108,24 @@ def newsboat() -> str | None:
     return shutil.which("newsboat")
 
 
-def run_newsboat(binary: str, folder: Path, urls: list[str], threads: int) -> dict:
+def newsboat_reload(binary: str, folder: Path, urls: list[str], threads: int) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of one `newsboat -x reload` with its urls, config and cache in `folder`
+    (written here): run again in the same folder, it reloads the same cache."""
     (folder / "urls").write_text("".join(u + "\n" for u in urls))
     (folder / "config").write_text(f"reload-threads {threads}\nshow-read-feeds yes\n")
     env = {**os.environ, "HOME": str(folder), "XDG_CONFIG_HOME": str(folder / "xdg-config"),
            "XDG_DATA_HOME": str(folder / "xdg-data")}
-    seconds, code, peak = timed_run([binary, "-x", "reload", "-u", str(folder / "urls"), "-c",
-                                     str(folder / "cache.db"), "-C", str(folder / "config")], env=env)
-    return {"seconds": seconds, "code": code, "peak": peak, "rows": _rows(folder / "cache.db", "rss_item")}
+    return [binary, "-x", "reload", "-u", str(folder / "urls"), "-c", str(folder / "cache.db"),
+            "-C", str(folder / "config")], env
 
 
-def _rows(path: Path, table: str) -> int:
+def run_newsboat(binary: str, folder: Path, urls: list[str], threads: int) -> dict:
+    command, env = newsboat_reload(binary, folder, urls, threads)
+    seconds, code, peak = timed_run(command, env=env)
+    return {"seconds": seconds, "code": code, "peak": peak, "rows": count_rows(folder / "cache.db", "rss_item")}
+
+
+def count_rows(path: Path, table: str) -> int:
     if not path.exists():
         return 0
     con = sqlite3.connect(path)
@@ -136,13 +149,15 @@ def phases(ours: dict) -> None:
     print(f"  where our {total:.2f} s went (process CPU {timings['process_cpu']:.2f} s on 2 cores):")
     print(f"    fetch       {wall.get('fetch', 0.0):8.2f} s summed over worker threads "
           f"(~{wall.get('fetch', 0.0) / total:.1f} workers waiting on average; CPU {cpu.get('fetch', 0.0):.2f} s)")
-    parse = cpu.get("parse", 0.0)
+    parse, waited = cpu.get("parse", 0.0), wall.get("parse", 0.0)
     print(f"    parse       {parse:8.2f} CPU s in worker threads = {parse / total:6.1%} "
-          f"of the wall time ({timings['calls'].get('parse', 0)} bodies)")
+          f"of the wall time ({timings['calls'].get('parse', 0)} bodies; {waited:.2f} s summed waiting for them, "
+          "most of it for the parse processes when there are)")
     cpu["staging"] = cpu.get("stage", 0.0) - cpu.get("uniqueness", 0.0)
     for name in ("uniqueness", "staging", "flush"):
+        calls = timings["calls"].get("stage" if name == "staging" else name, 0)
         print(f"    {name:11} {wall.get(name, 0.0):8.2f} s on the main thread = {wall.get(name, 0.0) / total:6.1%} "
-              f"(CPU {cpu.get(name, 0.0):.2f} s)")
+              f"(CPU {cpu.get(name, 0.0):.2f} s, {calls} calls)")
     print(f"    start-up, waiting for workers, logging: {total - main_thread:.2f} s = "
           f"{(total - main_thread) / total:6.1%}")
 

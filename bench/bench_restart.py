@@ -59,15 +59,21 @@ def time_restart(rows: int) -> tuple[float, int, int]:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
         write_staging(project / "staging", rows)
-        (project / "params.py").write_text('DB_URL = "sqlite:///db/items.db"\nSOURCES = []\n', encoding="utf-8")
-        started = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(ROOT / "run_daemon.py"), "--params", str(project / "params.py"),
-                               "--once"], cwd=project, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        seconds = time.perf_counter() - started
-        con = sqlite3.connect(project / "db" / "items.db")
-        stored = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
-        con.close()
-        return seconds, proc.returncode, stored
+        return restart_once(project)
+
+
+def restart_once(project: Path) -> tuple[float, int, int]:
+    """`run_daemon.py --once` with no sources in `project`, whose staging/ holds the waiting rows:
+    (seconds, exit code, rows stored in its SQLite database)."""
+    (project / "params.py").write_text('DB_URL = "sqlite:///db/items.db"\nSOURCES = []\n', encoding="utf-8")
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(ROOT / "run_daemon.py"), "--params", str(project / "params.py"),
+                           "--once"], cwd=project, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    seconds = time.perf_counter() - started
+    con = sqlite3.connect(project / "db" / "items.db")
+    stored = con.execute("SELECT COUNT(*) FROM items").fetchone()[0]
+    con.close()
+    return seconds, proc.returncode, stored
 
 
 def main() -> None:

@@ -5,8 +5,9 @@
 Runs parser.cli.main unchanged, with a clock around each phase's one entry point (nothing else is
 replaced), and writes the sums to TIMINGS.json before leaving as run_daemon.py does:
 - fetch: Fetcher.get, in the worker threads (wall seconds summed over threads: mostly waiting);
-- parse: parse_body as parser/sources/poll.py calls it, in the worker threads (CPU seconds of those threads,
-  so that time spent waiting for the GIL is not counted twice);
+- parse: Poller._parse (parser/sources/poll.py), in the worker threads: with parse processes
+  (PARSE_PROCESSES) the wall seconds a thread waits for its body to be parsed elsewhere, summed over
+  threads; parsing in the threads, their CPU seconds (time waiting for the GIL not counted twice);
 - uniqueness: sink.select_new (identity keys and the hash-file check), on the main thread;
 - staging: the rest of Sink.stage_many (CSV append, fsync, hashes remembered), on the main thread;
 - flush: Sink.flush and Sink.save (the database insert, the Bloom filter saved), on the main thread.
@@ -50,7 +51,7 @@ def main() -> None:
     out, argv = sys.argv[1], sys.argv[2:]
     started = time.perf_counter()
     Fetcher.get = _clocked("fetch", Fetcher.get)
-    poll.parse_body = _clocked("parse", poll.parse_body)
+    poll.Poller._parse = _clocked("parse", poll.Poller._parse)
     sink.select_new = _clocked("uniqueness", sink.select_new)
     # Sink.stage is stage_many of one batch; the daemon stages polls in batches: one clock for both.
     sink.Sink.stage_many = _clocked("stage", sink.Sink.stage_many)  # uniqueness included: subtracted below

@@ -43,8 +43,16 @@ def classify(exc: BaseException, key_constraint: str | None = None) -> Fault:
         return _postgresql(sqlstate, constraint, key_constraint)
     if isinstance(error, sqlite3.Error):
         return _sqlite(error)
-    # No code: the driver refused a value before sending it (psycopg and a NUL byte).
-    return Fault.RECORD if isinstance(exc, (DataError, IntegrityError)) else Fault.AWAY
+    # No code: the driver refused a value before sending it (psycopg and a NUL byte), raised through
+    # SQLAlchemy or, from a bulk load on the driver's own connection (db/bulk.py), by the driver itself.
+    if isinstance(exc, (DataError, IntegrityError)) or _dbapi_names(error) & {"DataError", "IntegrityError"}:
+        return Fault.RECORD
+    return Fault.AWAY
+
+
+def _dbapi_names(error: BaseException) -> set[str]:
+    """The names of the error's classes: every DBAPI driver has its own DataError (PEP 249)."""
+    return {cls.__name__ for cls in type(error).__mro__}
 
 
 def _postgresql(sqlstate: str, constraint: str | None, key_constraint: str | None) -> Fault:

@@ -1,4 +1,5 @@
-"""Loads staged records into SQL tables through SQLAlchemy Core, idempotently.
+"""Loads staged records into SQL tables, idempotently: tables made and mended through SQLAlchemy Core,
+rows loaded through the driver's bulk path (db/bulk.py).
 
 Every table has a unique `hash` column; inserts skip hashes the table already holds, so loading
 the same batch twice (after a crash between commit and cleanup) stores nothing twice.
@@ -13,26 +14,29 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
+from db.bulk import postgresql_copy, sqlite_insert
+from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
 from parser.core import logs
 from parser.core.errors import RecordRefusedError, StorageError
 from parser.core.urls import redact_url
 
 log = logging.getLogger("parser")
-CHUNK_ROWS = 500
+CHUNK_ROWS = 500  # rows per statement of a database other than SQLite and PostgreSQL
+# The bulk path of each driver (db/bulk.py), by SQLAlchemy's name for it; any other goes the generic way.
+_BULK = {"pysqlite": sqlite_insert, "psycopg": postgresql_copy}
 # The advisory lock key every daemon of a project takes around CREATE/ALTER TABLE (any fixed number;
 # this one spells "parser" in ASCII).
 SCHEMA_LOCK_KEY = 0x706172736572
 DEFAULT_TIMEOUT = 5.0  # DB_TIMEOUT's default: seconds to connect, and to wait for a lock
-# Any one statement (a chunk of CHUNK_ROWS rows) ends after this long even when it waits on no lock
-# (a stalled disk, a user's slow trigger), so nothing holds the loop for longer.
+# PostgreSQL: any one statement (a COPY or an INSERT of bulk.COPY_ROWS rows) ends after this long even
+# when it waits on no lock (a stalled disk, a user's slow trigger), so nothing holds the loop for longer.
 STATEMENT_LIMIT = 60.0
 
 
@@ -53,6 +57,8 @@ class Database:
         self.metadata = sa.MetaData()
         self.tables: dict[str, sa.Table] = {}
         self.key_names: dict[str, str | None] = {}  # table -> its primary key constraint's name
+        # The driver's own errors: db/bulk.py works on its connection, beneath SQLAlchemy.
+        self._driver_errors: tuple[type[Exception], ...] = (self.engine.dialect.loaded_dbapi.Error,)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -105,39 +111,73 @@ class Database:
             conn.execute(sa.text(f"CREATE UNIQUE INDEX {quote(name + '_hash_key')} ON {quote(name)} (hash)"))
             log.warning("table %s had no unique index on hash (dropped?): created it again", name)
 
-    def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[dict], *, mend: bool = True) -> int:
-        """Insert rows whose hash the table lacks, in one transaction; return how many were new.
+    def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[Mapping] | Sequence[Sequence], *,
+                   fields: Sequence[str] | None = None, mend: bool = True) -> int:
+        """Insert rows whose hash the table lacks, in one transaction; return how many were new. `rows`
+        are dicts, or (with `fields`, the names of their cells in order, as a staging file's header)
+        sequences of cells: the flush's, handed to the driver as they are (db/bulk.py).
 
         Raise RecordRefusedError when a value of a row is refused (the caller finds the row and sets
         it aside), StorageError when the rows must stay staged. With `mend`, a table changed
         underneath or an id sequence left behind is mended first, once, and the rows inserted again."""
+        if fields is None:
+            fields = list(dict.fromkeys(key for row in rows for key in row))
+            rows = [[row.get(field) for field in fields] for row in rows]
         try:
-            return self._insert_rows(name, columns, rows)
+            return self._insert_rows(name, columns, fields, rows)
         except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
             raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, *self._driver_errors) as exc:
             failure, fault = exc, classify(exc, self.key_names.get(name))
         if fault is Fault.RECORD:  # a NUL byte, a NULL hash, a link over a user's index's limit
             raise RecordRefusedError(f"table {name} refused a value: {_short(failure)}")
         if not mend or fault not in (Fault.CHANGED, Fault.ID_SEQUENCE):
             raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}")
         self._mend(name, columns, fault, _short(failure))
-        return self.insert_new(name, columns, rows, mend=False)
+        return self.insert_new(name, columns, rows, fields=fields, mend=False)
 
-    def _insert_rows(self, name: str, columns: Sequence[str], rows: Sequence[dict]) -> int:
+    def insert_file(self, name: str, columns: Sequence[str], path: Path, fields: Sequence[str], *,
+                    escaped_start: Collection[str]) -> tuple[int, int] | None:
+        """PostgreSQL: load the staging file `path` (its header: `fields`) through the server's own CSV
+        parser (db/csv_load.py), in one transaction; return (rows written, rows in the file). None when
+        the file is to be read in Python and given to insert_new: another database, a header naming a
+        column the table lacks, or anything the server refused (bytes not UTF-8, a NUL, a short record,
+        a value): insert_new finds and sets aside what must be, and says why rows stay staged. A table
+        changed underneath or an id sequence behind is mended here first; a lock waited on for
+        DB_TIMEOUT raises StorageError at once, not waited on twice."""
+        if self.engine.dialect.driver != "psycopg":
+            return None
         table = self.table(name, columns)
         known = {c.name for c in table.columns} - {"id"}
-        inserted = 0
+        if "hash" not in fields or len(set(fields)) != len(fields) or not known.issuperset(fields):
+            return None  # a file staged by another version: insert_new leaves out what the table lacks
+        quote = self.engine.dialect.identifier_preparer.quote
+        try:
+            with self.engine.begin() as conn:
+                return postgresql_copy_csv(conn.connection.driver_connection, name, fields, path, quote, escaped_start)
+        except (SQLAlchemyError, *self._driver_errors, UnsafeForCopyError) as exc:
+            failure, fault = exc, classify(exc, self.key_names.get(name))
+        if fault is Fault.LOCKED:
+            raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}") from None
+        if fault in (Fault.CHANGED, Fault.ID_SEQUENCE):
+            # Mended here, where it was met: the failed INSERT took ids from the sequence all the same,
+            # so insert_new might not meet it again, and would not say what was found.
+            self._mend(name, columns, fault, _short(failure))
+        log.info("flush: table %s: %s read in Python: %s", name, path.name, _short(failure))
+        return None
+
+    def _insert_rows(self, name: str, columns: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence]) -> int:
+        table = self.table(name, columns)
+        known = {c.name for c in table.columns} - {"id"}
+        if not known.issuperset(fields):  # a file staged by a version with a column this table lacks
+            kept = [i for i, field in enumerate(fields) if field in known]
+            fields, rows = [fields[i] for i in kept], [[row[i] for i in kept] for row in rows]
+        quote = self.engine.dialect.identifier_preparer.quote
         with self.engine.begin() as conn:
-            chunk: dict[str, dict] = {}
-            for row in rows:
-                chunk[row["hash"]] = {k: v for k, v in row.items() if k in known}
-                if len(chunk) >= CHUNK_ROWS:
-                    inserted += self._insert_chunk(conn, table, list(chunk.values()))
-                    chunk = {}
-            if chunk:
-                inserted += self._insert_chunk(conn, table, list(chunk.values()))
-        return inserted
+            load = _BULK.get(self.engine.dialect.driver)
+            if load:
+                return load(conn.connection.driver_connection, name, fields, rows, quote)
+            return self._insert_generic(conn, table, fields, rows)
 
     def _bound_session(self, connection, _record) -> None:
         """PostgreSQL, each new connection: wait DB_TIMEOUT at most for a lock, run a statement
@@ -198,19 +238,21 @@ class Database:
         return (f"its id sequence was behind the ids the table holds (a restore, or rows inserted with "
                 f"explicit ids); moved it on to {next_id} and loading the staged rows")
 
-    def _insert_chunk(self, conn: sa.Connection, table: sa.Table, rows: list[dict]) -> int:
-        dialect = self.engine.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-            statement = insert(table).on_conflict_do_nothing(index_elements=["hash"]).returning(table.c.hash)
-            return len(conn.execute(statement, rows).all())
-        # Any other database: ask which hashes exist, insert the others.
-        hashes = [r["hash"] for r in rows]
-        existing = set(conn.execute(sa.select(table.c.hash).where(table.c.hash.in_(hashes))).scalars())
-        fresh = [r for r in rows if r["hash"] not in existing]
-        if fresh:
-            conn.execute(table.insert(), fresh)
-        return len(fresh)
+    def _insert_generic(self, conn: sa.Connection, table: sa.Table, fields: Sequence[str],
+                        rows: Sequence[Sequence]) -> int:
+        """Any other database: ask which hashes of each chunk exist, insert the others."""
+        inserted = 0
+        for start in range(0, len(rows), CHUNK_ROWS):
+            chunk: dict[str, dict] = {}
+            for row in rows[start:start + CHUNK_ROWS]:
+                record = dict(zip(fields, row, strict=True))
+                chunk.setdefault(record["hash"], record)
+            existing = set(conn.execute(sa.select(table.c.hash).where(table.c.hash.in_(list(chunk)))).scalars())
+            fresh = [record for digest, record in chunk.items() if digest not in existing]
+            if fresh:
+                conn.execute(table.insert(), fresh)
+            inserted += len(fresh)
+        return inserted
 
     def count(self, name: str) -> int:
         with self.engine.connect() as conn:

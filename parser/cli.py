@@ -52,6 +52,9 @@ def build_arguments() -> argparse.ArgumentParser:
                          "(intervals ignored), flush, exit; for cron")
     ap.add_argument("--source", action="append", default=[], metavar="NAME",
                     help="only this source (repeatable); a disabled source named here runs too")
+    ap.add_argument("--tag", action="append", default=[], metavar="NAME",
+                    help="only the enabled sources with this tag (a source's `tags`; repeatable), beside any "
+                         "--source; like --source, it runs no jobs without --job")
     ap.add_argument("--job", action="append", default=[], metavar="NAME",
                     help="only this two-pass job (repeatable); a disabled job named here runs too. "
                          "--job without --source runs no feeds, --source without --job runs no jobs")
@@ -74,7 +77,8 @@ def build_arguments() -> argparse.ArgumentParser:
 def add_export_opml(commands) -> None:
     cmd = commands.add_parser("export-opml", help="write the feed sources as an OPML 2.0 subscription list",
                               description="Write the project's feed sources (SOURCES and SOURCES_OPML) as "
-                                          "OPML 2.0, tags as folders; feed readers and SOURCES_OPML read it.")
+                                          "OPML 2.0, tags as categories (the first also as a folder); feed "
+                                          "readers and SOURCES_OPML read it.")
     add_params_argument(cmd)
     cmd.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     cmd.set_defaults(handler=export_opml)
@@ -104,7 +108,37 @@ def add_control(commands) -> None:
         cmd.set_defaults(handler=control_command)
 
 
-COMMANDS: list[Callable] = [add_status, add_control, add_export_opml]
+def add_check(commands) -> None:
+    cmd = commands.add_parser("check", help="check the settings as a start does, list each source and job and "
+                              "where the files go; fetches nothing, writes nothing",
+                              description="Read params.py with every check a start makes (and the hash files' "
+                                          "identity rule), then list each source (protocol, interval, tags, "
+                                          "address) and each job (table, link file, staging file), and where "
+                                          "the database, staging and logs are. Sends no request, creates no "
+                                          "file, does not connect to the database; runs beside a daemon.",
+                              epilog="Exit codes: 0 the settings are good, 2 they are not (the message a start "
+                                     "would give, on stderr).")
+    add_params_argument(cmd)
+    cmd.set_defaults(handler=check)
+
+
+def add_try(commands) -> None:
+    cmd = commands.add_parser("try", help="fetch one page as a two-pass job would and show each field it extracts",
+                              description="Fetch URL once with JOB's politeness (its user agent, a harvest's "
+                                          "robots.txt, its host's delay and any pause the host asked for), then "
+                                          "print each field: whether its selector matched, and its value. "
+                                          "Writes nothing (no link file, staging, state or database); the URL "
+                                          "need not be in the job's link file.",
+                              epilog="Exit codes: 0 fetched and extracted (even with fields that did not match), "
+                                     "1 the page could not be fetched or is no HTML page, 2 no such job or "
+                                     "bad settings.")
+    add_params_argument(cmd)
+    cmd.add_argument("job", metavar="JOB", help="the job's name in LINK_JOBS")
+    cmd.add_argument("url", metavar="URL", help="the page to fetch: an http(s) address")
+    cmd.set_defaults(handler=try_command)
+
+
+COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_try]
 
 
 def _params_missing(args: argparse.Namespace) -> bool:
@@ -127,6 +161,51 @@ def _settings_or_exit(args: argparse.Namespace):
     except SettingsError as exc:
         print(f"settings error: {exc}", file=sys.stderr)
         return None
+
+
+def check(args: argparse.Namespace) -> int:
+    from .operate.check import print_check  # imported on first use: a command loads what it runs
+    from .settings.run_options import select_jobs, select_sources  # imported on first use: as above
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    options = _run_options(args)
+    try:
+        select_sources(settings, options)  # --source, --tag or --job given before `check`: as a start reads them
+        select_jobs(settings, options)
+        print_check(settings, sys.stdout)
+    except SettingsError as exc:  # hash files a start would refuse (HistoryMismatchError)
+        print(f"settings error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    return EXIT_OK
+
+
+def try_command(args: argparse.Namespace) -> int:
+    from .core.errors import FetchError, ParseError  # imported on first use: a command loads what it runs
+    from .core.setting_values import http_url  # imported on first use: as above
+    from .jobs.try_page import format_tried, try_page  # imported on first use: as above
+    from .settings.run_options import select_named  # imported on first use: as above
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    try:
+        [job] = select_named(settings.link_jobs, (args.job,), "job", settings.params_path.name)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETTINGS
+    if not http_url(args.url):
+        print(f"error: {args.url!r} is not an http(s) address like https://example.org/item/1", file=sys.stderr)
+        return EXIT_SETTINGS
+    try:
+        tried = try_page(settings, job, args.url)
+    except (FetchError, ParseError) as exc:
+        print(f"error: {args.url}: not fetched: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(format_tried(job, args.url, tried))
+    return EXIT_OK
 
 
 def status(args: argparse.Namespace) -> int:
@@ -162,15 +241,14 @@ def export_opml(args: argparse.Namespace) -> int:
 
 def run_daemon(args: argparse.Namespace) -> int:
     from .core.memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
-    from .daemon import Daemon, RunOptions  # imported on first use: a command loads what it runs
+    from .daemon import Daemon  # imported on first use: a command loads what it runs
     from .settings.read import read_settings  # imported on first use: a command loads what it runs
     cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/core/memory.py)
     if _params_missing(args):
         return EXIT_SETTINGS
     try:
         settings = read_settings(args.params)  # within a time limit: a params.py that blocks is exit 2
-        options = RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
-                             jobs=tuple(args.job), links_only=args.links_only)
+        options = _run_options(args)
         stop = threading.Event()
         daemon = Daemon(settings, options, stop=stop)
     except SettingsError as exc:
@@ -208,6 +286,12 @@ def run_daemon(args: argparse.Namespace) -> int:
     return code
 
 
+def _run_options(args: argparse.Namespace):
+    from .settings.run_options import RunOptions  # imported on first use: a command loads what it runs
+    return RunOptions(once=args.once or args.dry_run, sources=tuple(args.source), dry_run=args.dry_run,
+                      jobs=tuple(args.job), links_only=args.links_only, tags=tuple(args.tag))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_arguments().parse_args(argv)
     try:
@@ -215,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `status --json | head`: the reader has what it wanted
         return _stdout_closed()
+    except KeyboardInterrupt:  # Ctrl-C in a command (`try`, `status`) or before the daemon's own handler
+        print("interrupted", file=sys.stderr)
+        return 130  # as a shell reports a program ended by SIGINT
     return code
 
 

@@ -134,7 +134,7 @@ class Daemon:
         self.scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
         self.feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
                               run_info=self.run_info, clock=self.clock, wall=self.wall, stop=self.stop,
-                              once=self.options.once, named=bool(self.options.sources), shared=self.shared,
+                              once=self.options.once, named=self.options.picks_sources, shared=self.shared,
                               dry_run=dry_run, out=self.out)
         self.techniques.add(self.feeds)
         if not dry_run:

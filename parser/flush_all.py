@@ -51,10 +51,24 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
             errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
             continue
         written, already = written + rows, already + known
+        if why != "stop":  # a quiet moment, no poll under way; a stop is not kept waiting by a rewrite
+            compact_hashes(sink, feeds)
         if rows or known or (feeds and why in ("stop", "once") and not feeds_idle):
             log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
                      f", {known} already stored" if known else "")
     return Flushed(ok=not errors, rows=written, already=already, error="; ".join(errors) or None)
+
+
+def compact_hashes(sink: Sink | PrintSink, feeds: bool) -> None:
+    """UNIQUE_WINDOW: the hashes older than the window out of the sink's hash file (at most once a day:
+    parser/pipeline/hash_window.py). One that fails (a full disk) leaves the file whole, tried again later."""
+    try:
+        done = sink.dedup.compact()
+    except StorageError as exc:
+        log.warning("hashes%s: not compacted: %s", "" if feeds else f" of {sink.table}", exc)
+        return
+    if done:
+        log.info("hashes%s: %s", "" if feeds else f" of {sink.table}", done.said())
 
 
 class FlushRecord:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from parser.core.cpu_slots import _cores, one_per_core
+from parser.core.cpu_slots import cores, one_per_core
 
 
 def test_at_most_one_thread_per_core_runs_the_function():
@@ -21,9 +21,9 @@ def test_at_most_one_thread_per_core_runs_the_function():
         with lock:
             running -= 1
 
-    threads = [threading.Thread(target=parse) for _ in range(4 * _cores() + 2)]
+    threads = [threading.Thread(target=parse) for _ in range(4 * cores() + 2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert most == _cores()
+    assert most == cores()

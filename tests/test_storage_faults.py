@@ -116,8 +116,8 @@ def test_a_disk_that_fills_while_appending_leaves_a_whole_staging_file(server, p
     """tmpfs: STAGING_DIR on a 3 MiB tmpfs (needs root and mount rights: skipped without them).
     rlimit: RLIMIT_FSIZE of 3 MiB in the child, the way to run it anywhere."""
     sources = []
-    for s in range(6):  # about 0.8 MB of staged records each
-        server.route(f"/big{s}.xml", body=big_feed(s))
+    for s in range(6):  # about 0.8 MB of staged records each; answered 0.3 s apart, so each is staged alone
+        server.route(f"/big{s}.xml", body=big_feed(s), delay=0.3)  # (polls back together share one append)
         sources.append({"name": f"big{s}", "url": server.url(f"/big{s}.xml")})
     project.write_params(SOURCES=sources, CONCURRENCY=1, FLUSH_INTERVAL=3600)
     mounted = False

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from ..core.cpu_slots import one_per_core
 from . import feed, json_api, jsonfeed, xmlfeed
-from .parsed import FALLBACK, Parsed, newest, select_newest
+from .parsed import FALLBACK, Parsed, Select, newest, select_newest
 from .sanitize import finish_record
 from .source_view import SourceView
 
-__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "Parsed", "looks_like_json", "newest", "parse_body", "select_newest"]
+__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
+           "select_newest"]
 
 
 def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
@@ -68,16 +69,18 @@ ADAPTERS: dict[str, tuple[Adapter, ...]] = {
 
 @one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-               limit: int | None = None) -> Parsed:
+               limit: int | None = None, select: Select | None = None) -> Parsed:
     """Parse one fetched body of `source` into records, by the first of its kind's adapters that reads it.
 
     `limit`: keep only the `limit` newest entries (see `newest`); a feed read by the fast path then
-    normalizes and sanitizes only those. None keeps every entry the adapter keeps."""
+    normalizes and sanitizes only those. None keeps every entry the adapter keeps.
+    `select`: asked once with the kept entries' ids; only the entries it wants are read whole (the
+    fast path) or at least sanitized (the others) and returned."""
     parsed = None
     for adapter in ADAPTERS[source.body_kind]:
         if not adapter.reads(body, headers):
             continue
-        options = {"limit": limit} if adapter.limited else {}
+        options = {"limit": limit, "select": select} if adapter.limited else {}
         parsed = adapter.parse(body, url=url, headers=headers, source=source, fetched=fetched, **options)
         if parsed is not None:
             if adapter.fallback and parsed.records:
@@ -87,5 +90,9 @@ def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[st
         raise AssertionError(f"no adapter of kind {source.body_kind!r} read the body")
     if limit is not None and len(parsed.records) > limit:
         parsed.records = newest(parsed.records, limit)
+    if select is not None and not adapter.limited:
+        ids = [{name: str(r.get(name) or "") for name in ("source", "guid", "link")} for r in parsed.records]
+        wanted = select(ids, parsed.home)
+        parsed.records = [r for r, want in zip(parsed.records, wanted, strict=True) if want]
     parsed.records = [finish_record(r) for r in parsed.records]
     return parsed

@@ -2,12 +2,16 @@
 Its own module so the adapters and their dispatch (adapters/__init__.py) import it without a circle."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..core.record import Record
 
 Item = TypeVar("Item")
+# Identity first (parser/pipeline/first_read.py): given each kept entry's ids ({source, guid, link} as the
+# adapter reads them, before sanitize.finish_record) and the feed's home page, which entries to read whole.
+Select = Callable[[list[dict[str, str]], str], list[bool]]
 
 
 @dataclass
@@ -22,6 +26,12 @@ class Parsed:
     notes: list[str] = field(default_factory=list)
     home: str = ""  # the feed's own page (RSS channel link, Atom alternate, JSON Feed home_page_url)
     feed_url: str | None = None  # the source's address was an HTML page; this feed it links to was read
+    # Identity first (parser/pipeline/first_read.py): each record's key, given when it was taken where the
+    # body was parsed (None: the sink takes them), and the keys of the entries left unread because the
+    # source's last poll saw them already (duplicates, counted as such).
+    keys: list[str] | None = None
+    known: list[str] = field(default_factory=list)
+    said: list[tuple[bool, str]] = field(default_factory=list)  # identity's lines (once per source?, line)
 
 
 FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed the body to feedparser

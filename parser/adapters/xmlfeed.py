@@ -30,7 +30,7 @@ from ..core.record import CONTROL_BYTES, AdapterRecord, clean_text, title_text
 from ..core.urls import canonical_url, is_canonical_already
 from ..fetch.charset import to_utf8
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
-from .parsed import Parsed, select_newest
+from .parsed import Parsed, Select, select_newest
 from .source_view import SourceView
 
 ATOM10 = "http://www.w3.org/2005/Atom"
@@ -122,8 +122,10 @@ def _parser() -> etree.XMLParser:
 
 
 def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str,
-          limit: int | None = None) -> Parsed | None:
-    """The feed's records (at most `limit`, the newest), or None when feedparser should read it."""
+          limit: int | None = None, select: Select | None = None) -> Parsed | None:
+    """The feed's records (at most `limit`, the newest), or None when feedparser should read it.
+    `select` (parser/adapters/__init__.py): given each kept entry's ids, says which to read whole; the
+    others are never normalized (identity first: a steady poll reads only its new entries)."""
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     decoded = to_utf8(body, content_type)
     if not decoded.encoding:
@@ -168,7 +170,12 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
             _restore(channel, lifted, deep=False)
             for entry, _ in dated:
                 _restore(entry, lifted, deep=True)
-        records = [_record(entry, source.name, fetched, date, notes) for entry, date in dated]
+        read = [(entry, date, fields, _ids(entry, fields, source.name))
+                for entry, date, fields in ((e, d, _fields(e)) for e, d in dated)]
+        if select is not None:
+            wanted = select([ids for *_, ids in read], _home(channel))
+            read = [one for one, want in zip(read, wanted, strict=True) if want]
+        records = [_record(*one, source.name, fetched, notes) for one in read]
     except UnicodeDecodeError:
         # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
         # decode: feedparser reads such a body (with the surrogate replaced).
@@ -313,18 +320,25 @@ def _entry_date(entry: etree._Element) -> tuple[str, bool]:
     return _published(fields)
 
 
-def _record(entry: etree._Element, source_name: str, fetched: str, dated: tuple[str, bool] | None,
-            notes: set[str]) -> AdapterRecord:
-    fields = _fields(entry)
-    published, zoned = dated or _published(fields)
-    if not zoned:
-        notes.add(NO_ZONE_NOTE)
+def _ids(entry: etree._Element, fields: Mapping[str, list], source_name: str) -> dict[str, str]:
+    """What identifies an entry, exactly as _record gives it: source, guid (the link when it has
+    none) and link; read for every kept entry before any of them is read whole."""
     guid_element = _first(fields, "guid")
-    guid = _plain(guid_element) or _plain(_first(fields, "id")) or clean_text(entry.get(_RDF_ABOUT) or "").strip()
+    guid = _plain(guid_element) or _plain(_first(fields, "id")) or \
+        clean_text(entry.get(_RDF_ABOUT) or "").strip()
     link = _link(fields)
     if not link and guid_element is not None and (guid_element.get("isPermaLink") or "").strip().lower() != "false" \
             and guid.startswith(("http://", "https://")):
         link = _http(guid_element, guid)  # RSS 2.0: a guid is the item's permalink unless it says otherwise
+    return {"source": source_name, "guid": guid or link, "link": link}
+
+
+def _record(entry: etree._Element, dated: tuple[str, bool] | None, fields: dict[str, list], ids: dict[str, str],
+            source_name: str, fetched: str, notes: set[str]) -> AdapterRecord:
+    published, zoned = dated or _published(fields)
+    if not zoned:
+        notes.add(NO_ZONE_NOTE)
+    link = ids["link"]
     title = _title(_first(fields, "title")) or _title(_first(fields, "dctitle")) or \
         _title(_first(fields, "mediatitle"), default_type="text")
     summary_element = next((e for e in map(fields.get, ("summary", "dcdescription", "itunessummary",
@@ -337,7 +351,7 @@ def _record(entry: etree._Element, source_name: str, fetched: str, dated: tuple[
         summary = _html_text(content)  # as feedparser does: the content stands in for a missing summary
     return {
         "source": source_name,
-        "guid": guid or link,
+        "guid": ids["guid"],
         "link": link,
         "title": title[:TITLE_MAX],
         "author": _authors(fields),

@@ -20,14 +20,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def _cores() -> int:
+def cores() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))  # the cores this process may use (containers, taskset)
     except AttributeError:  # not on every platform
         return os.cpu_count() or 1
 
 
-_SLOTS = threading.BoundedSemaphore(_cores())
+_SLOTS = threading.BoundedSemaphore(cores())
 
 
 def one_per_core(function: Callable[..., T]) -> Callable[..., T]:

@@ -56,6 +56,10 @@ class ParseError(ParserError):
     """A body was fetched but is not what the source promised (not a feed, broken JSON, ...)."""
 
 
+class ParseProcessError(ParseError):
+    """The process parsing a body died (parser/core/cpu_pool.py): the body's fault, or the stop's."""
+
+
 class StorageError(ParserError):
     """The database refused or could not be reached; the staged records are kept."""
 

@@ -27,3 +27,11 @@ def cap_malloc_arenas(arenas: int = ARENAS) -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_ARENA_MAX, arenas))
+
+
+def trim_heap() -> None:
+    """Hand the memory malloc holds free back to the system (glibc's malloc_trim); nothing elsewhere."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

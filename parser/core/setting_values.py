@@ -8,6 +8,7 @@ path; so a value params.py may hold never turns into a TypeError or OverflowErro
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +20,10 @@ MAX_SECONDS = 10 * 365 * 86400
 MAX_WHOLE = 2**31 - 1
 
 SECONDS_ABOVE_0 = "must be a number of seconds above 0"
+# Units of time as an operator writes them: a rate's period ("30/min") and a duration ("400d").
+TIME_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
+              "d": 86400, "day": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*$", re.IGNORECASE)
 
 
 def is_number(x: Any) -> bool:
@@ -33,6 +38,32 @@ def seconds_problem(x: Any, *, zero: bool = False) -> str | None:
     if x > MAX_SECONDS:  # inf too; an int too large for a float compares without converting
         return f"must be at most {MAX_SECONDS:,} seconds (ten years)"
     return None
+
+
+def duration_seconds(text: Any) -> float | None:
+    """'400d', '12h', '30m', '90s' (or '2 days', '1.5 hours') in seconds; None when it is no such text.
+    A bare number is refused: "400" could mean seconds or days."""
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    unit = TIME_UNITS.get(match.group(2).lower()) if match else None
+    return float(match.group(1)) * unit if unit else None
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as an operator writes it, in its largest whole unit: 34560000 -> "400d", 5400 -> "90m"."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
+def duration_problem(x: Any) -> str | None:
+    """A duration as duration_seconds reads it, above 0 and at most MAX_SECONDS."""
+    seconds = duration_seconds(x)
+    if seconds is None:
+        return 'must be a time with its unit, such as "400d", "12h", "30m" or "90s"'
+    if seconds <= 0:
+        return "must be a time above 0"
+    return seconds_problem(seconds)
 
 
 def whole_problem(x: Any, low: int = 1) -> str | None:

@@ -21,7 +21,8 @@ from types import MappingProxyType
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from ..core.errors import FetchError, ParseError
+from ..core.cpu_pool import CpuPool
+from ..core.errors import FetchError, ParseError, ParseProcessError
 from ..core.record import RECORD_FIELDS, now_iso
 from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
@@ -29,14 +30,16 @@ from ..fetch.ratelimit import RateLimits
 from ..fetch.scheduler import Scheduler, Work
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
-from ..pipeline.sink import PrintSink, Sink, Staged, open_sink
+from ..pipeline.sink import Batch, PrintSink, Sink, Staged, open_sink
 from ..settings.params import Settings, Source
-from ..sources.poll import Poller
+from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import SourceSchedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
-from .poll_outcome import OutcomeTaker, PollOutcome
+from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
 
 log = logging.getLogger("parser")
+STAGE_EVERY = 0.2  # seconds the polls back may wait for more to be staged with them (one fsync) ...
+STAGE_MANY = 64    # ... unless this many are waiting
 # After a source's poll is taken: (source, its state, whether the poll succeeded); the operator's
 # requests waiting for that poll are answered (parser/operate/operator_requests.py).
 Polled = Callable[[Source, SourceState, bool], None]
@@ -78,15 +81,21 @@ class FeedPass:
         self.offered_once = False
         self.in_flight = 0  # polls offered and not back yet
         self.polled: Polled = lambda source, state, ok: None
-        self.back: list[PollOutcome] = []  # back from the workers this turn, taken together by stage()
+        self.back: list[PollOutcome] = []  # back from the workers, taken together by stage()
+        self.back_since = 0.0  # when the first of them came back
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
         # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
+        # Per source, the keys its last poll had checked (parser/pipeline/first_read.py): its next poll
+        # reads whole only the entries not among them. In memory: after a restart a first poll reads all.
+        self.known: dict[str, frozenset[str]] = {}
+        self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
+        self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",))
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
             if any(src.full_text for src in sources) else None
         self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=self._rate_limits(),
-                             full_text=full_text)
+                             full_text=full_text, cpu=self.cpu)
 
     def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> SourceSchedule:
         s = self.settings
@@ -148,8 +157,16 @@ class FeedPass:
             self._offer(source)
 
     def stage(self) -> None:
-        """Main thread, after the scheduler's absorb: this turn's polls, their records staged together
-        (one fsync for all of them, parser/pipeline/sink.py), then each source's state and log lines."""
+        """Main thread, after the scheduler's absorb: the polls back, their records staged together
+        (one fsync for all of them, parser/pipeline/sink.py), then each source's state and log lines.
+        While more polls are under way, what came back waits for them up to STAGE_EVERY seconds: on a
+        first poll of 1,000 feeds, the turns took one or two polls each, and so many fsyncs."""
+        if self.back and self.in_flight and len(self.back) < STAGE_MANY \
+                and time.monotonic() - self.back_since < STAGE_EVERY:
+            return
+        self._stage()
+
+    def _stage(self) -> None:
         outcomes, self.back = self.back, []
         try:
             kept = [o for o in outcomes if not o.abandoned]  # cut short by the stop: no failure, no state
@@ -164,7 +181,7 @@ class FeedPass:
 
     def keep_finished(self) -> None:
         """Stopping or done: what came back is kept; what the stop cut short is no failure."""
-        self.stage()
+        self._stage()
 
     def finished(self) -> bool:
         """--once: every poll offered has come back and been taken."""
@@ -174,8 +191,10 @@ class FeedPass:
         return [self.sink]
 
     def close(self) -> None:
-        """The sink and the schedule (the listener is closed by the daemon, before the workers)."""
+        """The sink and the schedule (the listener is closed by the daemon, before the workers), then the
+        parse processes."""
         self.sink.close()
+        self.cpu.close()
         self.schedule.close()
 
     # -- one poll ------------------------------------------------------------------------------------
@@ -183,14 +202,16 @@ class FeedPass:
         state = self.schedule.state(source)
         address = polled_at(source, state)
         self.in_flight += 1
+        keying = Keying(rule=(self.settings.unique_fields, self.settings.hash, "items"),
+                        known=self.known.get(source.name, frozenset()), feed_urls=(source.url,))
         self.scheduler.add(Work(url=address.url,
                                 run=partial(self._poll, address, state.etag, state.last_modified,
-                                            state.may_discover()),
+                                            state.may_discover(), keying),
                                 absorb=partial(self._poll_back, source),
                                 failed=partial(self._poll_crashed, source)))
 
     def _poll(self, source: Source, etag: str | None, last_modified: str | None,
-              discover: bool = True) -> PollOutcome:
+              discover: bool = True, keying: Keying | None = None) -> PollOutcome:
         """Worker thread: fetch and parse one source. Touches no shared state. Its seconds are its own:
         the wait for a slot on a host busy with other fetches is not counted."""
         started = time.monotonic()
@@ -199,12 +220,14 @@ class FeedPass:
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/sources/poll.py).
             outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.wall), discover=discover)
+                                                              fetched=now_iso(self.wall), discover=discover,
+                                                              keying=keying)
         except FetchError as exc:
             outcome.error, outcome.fetch_error = str(exc), exc
             outcome.abandoned = self.stop.is_set() and exc.retry_after is None
         except ParseError as exc:
             outcome.error = str(exc)
+            outcome.abandoned = self.stop.is_set() and isinstance(exc, ParseProcessError)
         outcome.seconds = max(time.monotonic() - started - slot_wait(), 0.0)
         return outcome
 
@@ -212,6 +235,8 @@ class FeedPass:
         """Main thread: a poll back from its worker, kept for this turn's stage()."""
         self.in_flight -= 1
         outcome.source = source  # as params.py has it, not the address it was polled at
+        if not self.back:
+            self.back_since = time.monotonic()
         self.back.append(outcome)
 
     def _poll_crashed(self, source: Source, exc: BaseException) -> None:
@@ -223,8 +248,29 @@ class FeedPass:
     def _stage_records(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
         """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
         answered = [o for o in outcomes if o.error is None and not o.result.not_modified]
-        batches = [(o.parsed.records, self._feed_links(o.source, o)) for o in answered]
-        return {id(o): staged for o, staged in zip(answered, self.sink.stage_many(batches), strict=True)}
+        results = self.sink.stage_many([self._batch(o) for o in answered])
+        remember = self.settings.dedup != "off"  # with no uniqueness check, nothing is known to be seen
+        for outcome, staged in zip(answered, results, strict=True):
+            self._say(outcome.parsed.said)
+            if remember and outcome.parsed.keys is not None:
+                self.known[outcome.source.name] = frozenset((*staged.checked, *outcome.parsed.known))
+        return {id(o): staged for o, staged in zip(answered, results, strict=True)}
+
+    def _batch(self, outcome: PollOutcome) -> Batch:
+        """One poll's records for the sink, less those its keep/block rules drop (counted on the outcome):
+        never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py)."""
+        parsed = outcome.parsed
+        records, keys, outcome.blocked = outcome.source.entry_filter.split(parsed.records, parsed.keys)
+        return Batch(records, self._feed_links(outcome.source, outcome), keys, len(parsed.known))
+
+    def _say(self, lines: list[tuple[bool, str]]) -> None:
+        """Identity's lines from where the body was parsed; a once-per-source line once per run."""
+        for once, line in lines:
+            if once and line in self.told:
+                continue
+            if once:
+                self.told.add(line)
+            log.info("%s", line)
 
     def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
         """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
@@ -239,12 +285,16 @@ class FeedPass:
             return
 
         def stage(name: str, records: list[dict]) -> None:
-            staged = self.sink.stage(records, self.feed_links.get(name, ()))
             source = next((s for s in self.listened if s.name == name), None)
+            blocked = 0
+            if source is not None:  # its keep/block rules, as for its polls (_batch)
+                records, _, blocked = source.entry_filter.split(records)
+            staged = self.sink.stage(records, self.feed_links.get(name, ()))
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 now, state = self.clock(), self.schedule.state(source)
                 self.schedule.changed()
                 state.last_success = state.last_poll = iso(now)
-                state.staged(now, new=len(staged.new), duplicates=staged.duplicates)
-            log.info("%s  new %d  duplicates %d  received", name, len(staged.new), staged.duplicates)
+                state.staged(now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
+            log.info("%s  new %d  duplicates %d%s  received", name, len(staged.new), staged.duplicates,
+                     blocked_text(blocked))
         self.inbox.drain(stage)

@@ -28,6 +28,11 @@ def plural(count: int, word: str) -> str:
     return word if count == 1 else word + "s"
 
 
+def blocked_text(blocked: int) -> str:
+    """The `blocked N` of a poll's or push's line, when its keep/block rules dropped any."""
+    return f"  blocked {blocked}" if blocked else ""
+
+
 @dataclass
 class PollOutcome:
     """What a worker hands back to the main thread for one source."""
@@ -38,6 +43,19 @@ class PollOutcome:
     error: str | None = None
     fetch_error: FetchError | None = None
     abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
+    blocked: int = 0  # records its keep/block rules dropped before staging (parser/pipeline/filters.py)
+
+
+def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict:
+    """extra= for a poll's line: its values as keys of a JSON log line (LOG_FORMAT "json"), built here
+    alone so that a new count is one line; the text line says them in its message."""
+    error = outcome.fetch_error
+    return logs.fields(source=outcome.source.name,
+                       status=outcome.result.status if outcome.result is not None else getattr(error, "status", None),
+                       new=len(staged.new) if staged is not None else 0,
+                       duplicates=staged.duplicates if staged is not None else 0,
+                       blocked=outcome.blocked,
+                       seconds=round(outcome.seconds, 3))
 
 
 @dataclass
@@ -76,7 +94,7 @@ class OutcomeTaker:
         self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             self.sink.say(f"{source.name}: not modified")
-            log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds)
+            log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds, extra=poll_fields(outcome, None))
             self.tally.not_modified += 1
             self.run_info.add(not_modified=1)
             state.last_outcome = "304"
@@ -98,15 +116,18 @@ class OutcomeTaker:
             if (source.name, note) not in self.noted:
                 self.noted.add((source.name, note))
                 log.info("%s  %s", source.name, note)
-        self.sink.say(f"{source.name}: {len(parsed.records)} records, {len(staged.new)} new would be staged")
+        blocked = outcome.blocked
+        self.sink.say(f"{source.name}: {len(parsed.records)} records, " + (f"{blocked} blocked, " if blocked else "")
+                      + f"{len(staged.new)} new would be staged")
         self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
-        log.info("%s  new %d  duplicates %d  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
-                 outcome.seconds, parsed.kind)  # kind: what the body was found to be
+        log.info("%s  new %d  duplicates %d%s  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
+                 blocked_text(blocked), outcome.seconds, parsed.kind,  # kind: what the body was found to be
+                 extra=poll_fields(outcome, staged))
         self.tally.new += len(staged.new)
         self.tally.duplicates += staged.duplicates
         self.run_info.add(new=len(staged.new), duplicates=staged.duplicates)
         state.last_outcome = f"new {len(staged.new)}"
-        state.staged(now, new=len(staged.new), duplicates=staged.duplicates)
+        state.staged(now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
         state.etag, state.last_modified = result.etag, result.last_modified
         if result.future_last_modified:
             self._future_last_modified(source, result)
@@ -128,7 +149,8 @@ class OutcomeTaker:
             wait = min(exc.retry_after, RETRY_AFTER_MAX)
             said = f"{said}; held until {iso(time.time() + wait)} (Retry-After {wait:.0f} s)"
         logs.error_line(source.name, state.address(), said)
-        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds, extra=logs.ALSO_IN_ERRORS)
+        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds,
+                 extra={**logs.ALSO_IN_ERRORS, **poll_fields(outcome, None)})
         if marked:
             log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
                      state.failures, extra=logs.ALSO_IN_ERRORS)

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600,
-         "d": 86400, "day": 86400}
+from ..core.setting_values import TIME_UNITS
+
+UNITS = TIME_UNITS  # parser/core/setting_values.py: the durations of settings read the same units
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*(?:,?\s*burst\s+(\d+))?\s*$", re.IGNORECASE)
 
 

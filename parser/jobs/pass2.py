@@ -11,15 +11,21 @@ import time
 from collections import Counter
 from functools import partial
 
+from lxml.html import HtmlElement
+
 from linkgen.harvest import in_domains
 from linkgen.linkfile import MAX_ATTEMPTS, Mark
-from linkgen.politeness import HostHeldError, polite_get
+from linkgen.politeness import HostHeldError, Robots, polite_get
 
 from ..adapters.extract import extract_fields
+from ..core import logs
 from ..core.errors import FetchError, ParseError
 from ..core.record import now_iso
+from ..fetch.host_slots import HostSlots
+from ..fetch.http import Fetcher, FetchResult
 from ..fetch.pages import parse_html
 from ..fetch.scheduler import Work
+from ..settings.link_jobs import LinkJob
 from .job_context import JobContext, url_of
 from .job_files import JobFiles
 from .job_run import JobRun, ObjectOutcome
@@ -29,6 +35,17 @@ log = logging.getLogger("parser")
 REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
 PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
 SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
+
+
+def fetch_page(job: LinkJob, url: str, *, fetcher: Fetcher, pacer: HostSlots,
+               robots: Robots) -> tuple[FetchResult, HtmlElement]:
+    """One object page of `job` as pass 2 asks for it (and `try JOB URL`): the job's delay for its host, a
+    harvest's robots.txt and allowed domains for redirects; its document tree. FetchError (HostHeldError:
+    nothing sent, the host is held), ParseError when it is no HTML page."""
+    harvest = job.harvest
+    response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=job.delay, robots=robots if harvest else None,
+                          may_follow=(lambda target: in_domains(target, harvest.allowed_domains)) if harvest else None)
+    return response, parse_html(response.body, content_type=response.headers.get("content-type", ""))
 
 
 class Pass2:
@@ -156,12 +173,18 @@ class Pass2:
         tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
         counts = files.links.counts()
         empties = ", ".join(f"{name} {n}" for name, n in run.empty.most_common())
+        seconds = time.monotonic() - run.started
+        # A JSON log line (LOG_FORMAT "json") carries the counts as keys of their own.
+        fields = logs.fields(job=job.name, fetched=tried, new=tally["new"], duplicates=tally["duplicates"],
+                             gone=tally["gone"], retry=tally["retry"], given_up=tally["dead"],
+                             refused=tally["refused"], unmatched=tally["unmatched"], pending=counts["pending"],
+                             empty_fields=dict(run.empty), seconds=round(seconds, 3))
         log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
                  "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
                  tally["gone"], tally["retry"], tally["dead"],
                  (f", {tally['refused']} refused with Retry-After" if tally["refused"] else "")
                  + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""),
-                 empties or "none", counts["pending"], time.monotonic() - run.started)
+                 empties or "none", counts["pending"], seconds, extra=fields)
         failed = tried - tally["done"]
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                             + (f", {failed} failed" if failed else ""))
@@ -172,12 +195,8 @@ class Pass2:
         """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
         Touches no file."""
         try:
-            harvest = files.job.harvest
-            response = polite_get(url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer, delay=files.job.delay,
-                                  robots=self.ctx.robots if harvest else None,
-                                  may_follow=(lambda target: in_domains(target, harvest.allowed_domains))
-                                  if harvest else None)
-            doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
+            _response, doc = fetch_page(files.job, url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer,
+                                        robots=self.ctx.robots)
         except HostHeldError:
             return ObjectOutcome(url=url, index=index, held=True)
         except FetchError as exc:

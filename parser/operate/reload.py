@@ -1,18 +1,23 @@
 """SIGHUP: the params file read again between two turns of the loop, off the main thread
 (parser/settings/read.py). A good file applies at once: sources added, removed or changed (a changed
 url starts that source afresh), intervals, FLUSH_INTERVAL, DEAD_AFTER, MAX_ITEMS; one parser.log line
-says what changed and names what needs a restart. A bad file, or one still reading after
+says what changed (the sources by name, each other setting as old -> new, a secret never shown) and names
+what needs a restart. A bad file, or one still reading after
 READ_LIMIT, is refused with an errors.log line, and the running settings stay.
 """
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
 
 from ..core import logs
 from ..core.errors import SettingsError
+from ..core.urls import redact_url
 from ..settings.params import Settings, Source
 from ..settings.read import SettingsRead
 from ..settings.run_options import RunOptions, select_sources
@@ -24,6 +29,37 @@ log = logging.getLogger("parser")
 # the database, staging, fetcher, jobs or listener and wait for a restart.
 RELOADABLE = ("sources", "poll_interval", "flush_interval", "dead_after", "max_items", "notes")
 RESTART_TO_APPLY = tuple(f.name for f in fields(Settings) if f.name not in (*RELOADABLE, "params_path"))
+NOT_SETTINGS = ("params_path", "sources", "notes")  # the sources are said by name; notes are logged apart
+_SECRET_NAME = re.compile(r"password|secret|token|key", re.IGNORECASE)  # a setting never shown as it is
+
+
+def setting_changes(old: Settings, new: Settings) -> list[str]:
+    """Each setting that differs, as `NAME old -> new`: what the operator changed, said back."""
+    changes = []
+    for name in (f.name for f in fields(Settings) if f.name not in NOT_SETTINGS):
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            shown = shown_value(name, before), shown_value(name, after)
+            changes.append(f"{name.upper()} {shown[0]} -> {shown[1]}" if shown[0] != shown[1]
+                           else f"{name.upper()} changed")  # two link jobs alike in name
+    return changes
+
+
+def shown_value(name: str, value: Any) -> str:
+    """A setting's value for a log line, as params.py spells it; credentials in a URL (DB_URL) hidden."""
+    if _SECRET_NAME.search(name):
+        return "***"
+    if isinstance(value, str):
+        return redact_url(value) if "://" in value else repr(value)
+    if isinstance(value, float):
+        return f"{value:g}"  # 30.0 read from FLUSH_INTERVAL = 30
+    if isinstance(value, Path):
+        return str(value)
+    if name.endswith("_listen") and isinstance(value, tuple):
+        return f"{value[0]}:{value[1]}"
+    if isinstance(value, tuple):  # UNIQUE_FIELDS, LINK_JOBS (by name)
+        return f"[{', '.join(getattr(item, 'name', None) or repr(item) for item in value)}]"
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -87,9 +123,10 @@ class Reload:
             # A new url drops the old address's validators and redirects (state_of).
             schedule.state(after[name]).rescheduled(self.clock(), after[name].interval)
         schedule.set_sources(now_polled)
-        log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s)%s",
-                 old.params_path, len(after), ", ".join(added) or "none", ", ".join(removed) or "none",
-                 ", ".join(changed) or "none",
+        log.info("params: SIGHUP: %s read again: %d sources (added: %s; removed: %s; changed: %s); settings "
+                 "changed: %s%s", old.params_path, len(after), ", ".join(added) or "none",
+                 ", ".join(removed) or "none", ", ".join(changed) or "none",
+                 ", ".join(setting_changes(old, new)) or "none",
                  f"; a restart is needed for {', '.join(restart)}" if restart else "")
         for note in (n for n in new.notes if n not in old.notes):  # the unchanged ones were said at start
             log.info("params: %s", note)

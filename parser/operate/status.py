@@ -7,6 +7,7 @@ the daemon's lock, so it runs beside a working daemon. format_text() lays that d
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,8 +17,10 @@ from linkgen.linkfile import LinkFile
 
 from ..core.errors import StorageError, printable
 from ..core.runinfo import daemon_status_path, load_run_info
+from ..core.setting_values import duration_text
 from ..core.urls import redact_url
 from ..jobs.job_files import job_folder
+from ..pipeline.hash_window import marks_path, read_marks, size_text
 from ..pipeline.staging import count_rows
 from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
@@ -103,9 +106,34 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
         "flushes": info.get("flushes", []),
         "totals": info.get("totals", {}),
         "staged": tables,
+        "hashes": _hashes_view(settings, now),
         "sources": sources,
         "jobs": jobs,
     }
+
+
+def _hashes_view(settings: Settings, now: float) -> dict:
+    """Each table's hash file (DEDUP = "hashfile"): its size, hashes, and span, from the oldest mark
+    (parser/pipeline/hash_window.py: when the oldest line was written, at the latest) to now; and the window."""
+    window = settings.unique_window
+    view = {"window": duration_text(window) if window else None, "window_seconds": window, "files": []}
+    if settings.dedup != "hashfile":
+        return view
+    line_length = hashlib.new(settings.hash).digest_size * 2 + 1
+    folders = [("items", settings.staging_dir)] + [(j.name, job_folder(settings.staging_dir, j.name))
+                                                  for j in settings.link_jobs]
+    for table, folder in folders:
+        path = folder / "hashes.txt"
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        marks = read_marks(marks_path(path)) if size else []
+        since = marks[0].at if marks else None
+        view["files"].append({"table": table, "file": str(path), "bytes": size, "hashes": size // line_length,
+                              "since": iso(since) if since else None,
+                              "span_seconds": round(max(now - since, 0)) if since else None})
+    return view
 
 
 def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> dict:
@@ -119,6 +147,7 @@ def _source_view(source: Source, state: SourceState | None, settings: Settings, 
     return {
         "name": source.name,
         "protocol": source.protocol,
+        "tags": list(source.tags),
         "url": redact_url(source.url),
         "state": label,
         "state_kind": kind,
@@ -159,7 +188,8 @@ def _state_of(source: Source, state: SourceState, settings: Settings, now: float
 # -- text ------------------------------------------------------------------------------------------
 def format_text(view: dict) -> str:
     now = epoch_of(view["now"]) or 0.0
-    lines = [_daemon_line(view, now), *_flush_line(view, now).split("\n"), _staged_line(view), ""]
+    lines = [_daemon_line(view, now), *_flush_line(view, now).split("\n"), _staged_line(view),
+             *_hashes_lines(view["hashes"]), ""]
     head = f"{'SOURCE':<17} {'PROTO':<6} {'STATE':<15} {'POLLED':>6} {'OK':>6} {'NEW':>6} {'24H':>5} {'NEXT':>6}"
     lines.append(head)
     for s in view["sources"]:
@@ -173,6 +203,7 @@ def format_text(view: dict) -> str:
     if problems:
         lines += ["", "last errors:"]
         lines += [_cut(f"  {s['name']}: {s['last_outcome'].removeprefix('error: ')}", 80) for s in problems]
+    lines += _tags_lines(view["sources"])
     if view["jobs"]:
         lines += ["", f"{'JOB':<23}" + "".join(f"{k.upper():>9}" for k in LINK_STATUSES)]
         for job in view["jobs"]:
@@ -184,6 +215,17 @@ def format_text(view: dict) -> str:
     # printable: an error kept in state.json by an older version (or typed in by hand) may hold a
     # server's raw control characters
     return "\n".join(_cut(printable(line), 80) for line in lines) + "\n"
+
+
+def _tags_lines(sources: list[dict]) -> list[str]:
+    """A line a tag, with its sources in the table's order: what `--tag NAME` would run."""
+    tagged: dict[str, list[str]] = {}
+    for s in sources:
+        for tag in s["tags"]:
+            tagged.setdefault(tag, []).append(s["name"])
+    if not tagged:
+        return []
+    return ["", "tags:", *(f"  {tag}: {', '.join(names)}" for tag, names in sorted(tagged.items()))]
 
 
 def _daemon_line(view: dict, now: float) -> str:
@@ -215,6 +257,20 @@ def _staged_line(view: dict) -> str:
             if t["batches"] else ""
         parts.append(f"{t['table']} {t['rows']}{batches}")
     return "staged rows waiting for the database: " + ", ".join(parts)
+
+
+def _hashes_lines(hashes: dict) -> list[str]:
+    """A line a hash file: 'hashes items: 12,345, 0.70 MB, span 12d03h since 2026-11-22, window 400d'."""
+    window = f"window {hashes['window']}" if hashes["window"] else "no window"
+    lines = []
+    for f in hashes["files"]:
+        if not f["bytes"]:
+            lines.append(f"hashes {f['table']}: none yet, {window}")
+            continue
+        span = f"span {_duration(f['span_seconds'])} since {f['since'][:10]}" if f["since"] \
+            else "span unknown (no marks yet)"
+        lines.append(f"hashes {f['table']}: {f['hashes']:,}, {size_text(f['bytes'])}, {span}, {window}")
+    return lines
 
 
 def epoch_of(value: object) -> float | None:

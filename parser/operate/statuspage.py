@@ -180,6 +180,7 @@ COUNTERS = (
     ("parser_source_errors", "source", "errors", "Failed polls of a source"),
     ("parser_source_new_entries", "source", "new", "New records staged from a source"),
     ("parser_source_duplicates", "source", "duplicates", "Records of a source dropped as already seen"),
+    ("parser_source_blocked", "source", "blocked", "Records of a source dropped by its keep/block rules"),
     ("parser_source_fetch_bytes", "source", "bytes", "Bytes fetched from a source"),
 )
 

@@ -10,6 +10,9 @@ Three implementations behind one small interface, chosen by DEDUP:
 - BloomOnly ("bloom"): the filter alone; a false positive drops a new record (rate 1e-6).
 - NoDedup ("off"): everything is new; the database's unique hash column still refuses copies.
 
+With UNIQUE_WINDOW the hash file forgets hashes older than the window, at a flush at most once a day
+(parser/pipeline/hash_window.py: the marks of when lines were written, and the crash-safe rewrite).
+
 Ordering rule for crash safety: a hash is added only after its record is durably staged. The
 files here may lag the staging CSV, never lead it, and the database's unique constraint absorbs
 whatever a crash re-stages.
@@ -20,7 +23,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -28,6 +32,7 @@ from pybloom_live import ScalableBloomFilter
 
 from ..core import durable
 from ..core.errors import StorageError
+from .hash_window import Compacted, Marks, compact, finish_compaction, fsync_path, lines_to_drop
 
 log = logging.getLogger("parser")
 
@@ -36,6 +41,10 @@ BLOOM_ERROR = 1e-6
 FIRST_BLOCK_LINES = 1_024   # ~57 KiB of sha224 lines: the first read when confirming Bloom hits
 SCAN_BLOCK_LINES = 16_384   # ~1 MiB: the largest read, as the blocks double towards the file's start
 BOM = b"\xef\xbb\xbf"       # UTF-8's byte order mark, which Notepad may put before the first digest
+# Digests this run added, kept in memory (about 100 bytes each): a duplicate is nearly always recent, and one
+# added this run is answered without reading the file (a first poll of feeds that share entries read it for
+# each of them). Cleared when full: the file stays the truth.
+RECENT_MAX = 50_000
 
 
 class Uniqueness(Protocol):
@@ -43,20 +52,22 @@ class Uniqueness(Protocol):
     def is_new(self, digest: str) -> bool: ...
     def add(self, digests: Iterable[str]) -> None: ...
     def save(self) -> None: ...
+    def compact(self) -> Compacted | None: ...
     def close(self) -> None: ...
 
 
 def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes",
-                    read_only: bool = False) -> Uniqueness:
+                    read_only: bool = False, window: float | None = None) -> Uniqueness:
     """The uniqueness check for DEDUP `mode`, keeping its files in `folder` under `stem`.
 
-    read_only (for --dry-run) answers from the files as they are and writes nothing.
+    read_only (for --dry-run) answers from the files as they are and writes nothing. `window`
+    (UNIQUE_WINDOW, seconds) lets the hash file drop older hashes; the settings allow it with "hashfile" only.
     """
     if mode == "off" or (read_only and not folder.is_dir()):
         return NoDedup()
     if mode == "bloom":
         return BloomOnly(folder / f"{stem}.bloom", read_only)
-    return HashFile(folder / f"{stem}.txt", hashlib.new(algorithm).digest_size * 2, read_only)
+    return HashFile(folder / f"{stem}.txt", hashlib.new(algorithm).digest_size * 2, read_only, window=window)
 
 
 class NoDedup:
@@ -71,6 +82,9 @@ class NoDedup:
 
     def save(self) -> None:
         pass
+
+    def compact(self) -> Compacted | None:
+        return None
 
     def close(self) -> None:
         pass
@@ -132,26 +146,37 @@ class BloomOnly:
         if self.dirty and not self.read_only and _save_bloom(self.bloom, self.path):
             self.dirty = False
 
+    def compact(self) -> Compacted | None:
+        return None  # a Bloom filter cannot forget: UNIQUE_WINDOW is refused with DEDUP = "bloom"
+
     def close(self) -> None:
         self.save()
 
 
 class HashFile:
     """hashes.txt (the truth, append-only) + hashes.bloom (a cache of it) + hashes.bloom.json (how much of
-    the file the saved filter covers, so a restart only adds the lines written since)."""
+    the file the saved filter covers, so a restart only adds the lines written since) + hashes.marks (when
+    its lines were written: what UNIQUE_WINDOW's compaction goes by, and `status` shows)."""
 
-    def __init__(self, path: Path, hex_length: int, read_only: bool = False):
+    def __init__(self, path: Path, hex_length: int, read_only: bool = False, *, window: float | None = None,
+                 clock: Callable[[], float] = time.time):
+        """`window`: seconds after which a hash may be dropped (None: never); `clock`: the wall clock."""
         self.path = path
         self.line_length = hex_length + 1
         self.read_only = read_only
+        self.window, self.clock = window, clock
         self.bloom_path = path.with_suffix(".bloom")
         self.meta_path = path.with_suffix(".bloom.json")
+        if not read_only:
+            finish_compaction(path)  # one a kill cut short: the old file or the new one, whole, before reading
         self._plain_line_ends()
         self._check_width()  # before any repair: a file of another HASH must not be "repaired" away
         self.repaired = 0 if read_only else self._repair_torn_tail()
         self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # covered: bytes of the file in the filter
+        self.marks = Marks(path, self.covered // self.line_length, read_only)
         # Not fsynced per append: the file may lag the staging CSV (see the ordering rule above).
         self.file = None if read_only else durable.AppendFile(self.path, sync=False)
+        self.recent: set[str] = set()  # RECENT_MAX at most
 
     # -- start-up -------------------------------------------------------------------------
     def _repair_torn_tail(self) -> int:
@@ -235,7 +260,10 @@ class HashFile:
         """The digests never staged before: Bloom misses at once, Bloom hits confirmed by one scan."""
         digests = set(digests)
         maybe = {d for d in digests if d in self.bloom}
-        return digests - self._found_in_file(maybe) if maybe else digests
+        if not maybe:
+            return digests
+        added = maybe & self.recent
+        return digests - added - self._found_in_file(maybe - added) if maybe - added else digests - added
 
     def is_new(self, digest: str) -> bool:
         return digest in self.unseen([digest])
@@ -249,12 +277,26 @@ class HashFile:
             self.file.append(data)  # disk full: the partial line is taken back and StorageError raised
         for d in digests:
             self.bloom.add(d)
+        if len(self.recent) + len(digests) > RECENT_MAX:
+            self.recent.clear()
+        self.recent.update(digests)
         self.covered += len(data)
         self.dirty = True
 
     def save(self) -> None:
-        """Persist the filter with how much of the file it covers (filter first: the meta may only lag)."""
-        if not self.dirty or self.read_only or not _save_bloom(self.bloom, self.bloom_path):
+        """Mark the lines written (at most once an hour), and persist the filter with how much of the file it
+        covers (filter first: the meta may only lag)."""
+        if self.read_only:
+            return
+        lines, now = self.covered // self.line_length, self.clock()
+        if self.marks.due(lines, now):
+            try:
+                fsync_path(self.path)  # the lines the mark counts must be on disk before it
+                self.marks.note(lines, now)
+            except (OSError, StorageError) as exc:  # a full disk: the lines are marked at a later save
+                log.warning("could not mark the hashes written (%s): %s", self.marks.path.name,
+                            getattr(exc, "strerror", None) or exc)
+        if not self.dirty or not _save_bloom(self.bloom, self.bloom_path):
             return
         tmp = self.meta_path.with_suffix(".tmp")
         try:
@@ -269,6 +311,28 @@ class HashFile:
         self.save()
         if self.file is not None:
             self.file.close()
+
+    def compact(self, between_steps: Callable[[str], None] = lambda step: None) -> Compacted | None:
+        """At a quiet moment: the lines older than the window out of the file, when the oldest are a day past
+        it (parser/pipeline/hash_window.py); None when nothing was dropped. The filter keeps the dropped
+        hashes (a hash asked again costs one scan of the file, then counts as new) until they are half of
+        it: then it is rebuilt from the file. `between_steps` is a test's kill point."""
+        if self.window is None or self.read_only:
+            return None
+        drop = lines_to_drop(self.marks.marks, self.clock(), self.window)
+        if not drop:
+            return None
+        self.file.close()  # the file is replaced: the appends go on in the new one
+        self.recent.clear()  # what it held may be among the dropped
+        try:
+            done, self.marks.marks = compact(self.path, self.line_length, self.marks.marks, drop, self.window,
+                                              between_steps)
+        finally:
+            self.file = durable.AppendFile(self.path, sync=False)
+        self.covered, self.dirty = done.bytes_after, True  # its meta is gone with the old file: saved anew
+        if len(self.bloom) > 2 * done.kept:
+            self.bloom, self.covered, self.dirty = self._load_or_rebuild()  # from the file: its meta is gone
+        return done
 
     def _found_in_file(self, digests: set[str]) -> set[str]:
         """Which of `digests` the file holds. Scanned from the end in line-aligned blocks, small first

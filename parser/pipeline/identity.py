@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -47,6 +47,7 @@ RULE_CHANGES = {
 class Identified:
     records: list[AnyRecord]  # the records as they are stored (the link canonical unless that merges entries)
     keys: list[str]      # one hex digest per record
+    by_content: int = 0  # records keyed by their title, date and text (neither guid nor link to go by)
 
 
 @dataclass
@@ -69,9 +70,19 @@ class Identity:
         self._told_fallback: set[str] = set()
         self._canonical: dict[str, str] = {}
 
-    def identify(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Identified:
+    def keyed_by_ids(self) -> bool:
+        """Whether a record's key can come from its source, guid and link alone (identity first:
+        parser/pipeline/first_read.py): "auto", or fields among those; except that an entry with neither
+        is keyed by its content (Identified.by_content counts those)."""
+        return self.auto or set(self.fields) <= {"source", "guid", "link"}
+
+    def identify(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = (),
+                 said: list[tuple[bool, str]] | None = None) -> Identified:
         """Keys for one poll (or one delivery) of records; `feed_links` are the feed's own addresses
-        (home page, feed URL), which name the feed and never one entry."""
+        (home page, feed URL), which name the feed and never one entry. Its lines go to parser.log, or
+        with `said` (a parse process: parser/pipeline/first_read.py) into that list as (said once per
+        source?, line), for the daemon to log."""
+        say = self._logged if said is None else lambda once, line: said.append((once, line))
         own = {self._plain(u) for u in feed_links if u}
         entries = [self._entry(r) for r in records]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -93,22 +104,28 @@ class Identity:
                 changed["guid"] = link  # the adapters' default guid is the link: it follows the link
             stored.append({**record, **changed} if changed else record)
         keys = []
+        by_content = 0
         for record, e in zip(stored, entries, strict=True):
             if self.auto:
                 if e.plain and e.plain not in own and (e.source, e.plain) not in told_apart:
                     keys.append(record_hash({"link": e.plain}, ("link",), self.algorithm))
                 else:
-                    keys.append(self._within_source(record, e, own))
+                    key, content = self._within_source(record, e, own)
+                    keys.append(key)
+                    by_content += content
             elif any(record.get(f) for f in self.fields):
                 keys.append(record_hash(record, self.fields, self.algorithm))
             else:
-                self._tell_fallback(e.source or self.table)
-                keys.append(self._within_source(record, e, own))
-        self._tell_collapse(entries, keys)
-        return Identified(records=stored, keys=keys)
+                self._tell_fallback(e.source or self.table, say)
+                key, content = self._within_source(record, e, own)
+                keys.append(key)
+                by_content += content
+        self._tell_collapse(entries, keys, say)
+        return Identified(records=stored, keys=keys, by_content=by_content)
 
-    def _within_source(self, record: AnyRecord, e: _Entry, own: set[str]) -> str:
-        """A key only this source can produce: its guid, else its link (fragment kept), else its content."""
+    def _within_source(self, record: AnyRecord, e: _Entry, own: set[str]) -> tuple[str, bool]:
+        """A key only this source can produce: its guid, else its link (fragment kept), else its content;
+        and whether it was its content."""
         if e.guid and self._plain(e.guid) not in own:
             parts = ("guid", e.source, e.guid)
         elif record.get("link") and e.plain not in own:
@@ -118,15 +135,21 @@ class Identity:
                      str(record.get("summary") or record.get("content") or ""))
         # The record separator keeps these apart from any record_hash of plain fields.
         joined = "\x1e" + "\x1f".join(parts)
-        return hashlib.new(self.algorithm, joined.encode("utf-8", "surrogatepass")).hexdigest()
+        return hashlib.new(self.algorithm, joined.encode("utf-8", "surrogatepass")).hexdigest(), parts[0] == "content"
 
-    def _tell_fallback(self, source: str) -> None:
+    def _tell_fallback(self, source: str, say: Callable[[bool, str], None]) -> None:
+        """Once per source: here, or (lines handed on, `say` not the log) by the daemon that logs them."""
         if source not in self._told_fallback:
-            self._told_fallback.add(source)
-            log.info("%s  records with empty UNIQUE_FIELDS (%s) are told apart within the source by guid, "
-                     "link or content", source, ", ".join(self.fields))
+            if say == self._logged:
+                self._told_fallback.add(source)
+            say(True, f"{source}  records with empty UNIQUE_FIELDS ({', '.join(self.fields)}) are told "
+                      "apart within the source by guid, link or content")
 
-    def _tell_collapse(self, entries: list[_Entry], keys: list[str]) -> None:
+    @staticmethod
+    def _logged(once: bool, line: str) -> None:
+        log.info("%s", line)
+
+    def _tell_collapse(self, entries: list[_Entry], keys: list[str], say: Callable[[bool, str], None]) -> None:
         """Property: a user can see when one poll's entries are fewer entries than they look."""
         by_source: dict[str, tuple[int, set[str]]] = {}
         for e, key in zip(entries, keys, strict=True):
@@ -135,8 +158,8 @@ class Identity:
             by_source[e.source] = (count + 1, distinct)
         for source, (count, distinct) in by_source.items():
             if len(distinct) < count:
-                log.info("%s  %d entries are %d distinct entries (%d repeated, stored once)", source or self.table,
-                         count, len(distinct), count - len(distinct))
+                say(False, f"{source or self.table}  {count} entries are {len(distinct)} distinct entries "
+                                 f"({count - len(distinct)} repeated, stored once)")
 
 
     def _entry(self, record: AnyRecord) -> _Entry:

@@ -12,19 +12,20 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from db.store import Database
 
 from ..core.errors import RecordRefusedError, StorageError
 from ..core.record import AnyRecord, safe_record
+from .batch_read import read_cells
 from .dedup import Uniqueness, open_uniqueness
 from .history import History
 from .identity import Identity
 from .quarantine import set_aside
-from .staging import StagingFile, read_rows
+from .staging import ESCAPED_START, StagingFile, read_header
 
 log = logging.getLogger("parser")
 
@@ -33,26 +34,43 @@ log = logging.getLogger("parser")
 class Staged:
     new: list[dict[str, str]]  # the new records, each with its `hash`
     duplicates: int
+    checked: list[str] = field(default_factory=list)  # every key the uniqueness check was asked (new or not)
+
+
+class Batch(NamedTuple):
+    """One poll's (or delivery's) records for stage_many."""
+    records: Sequence[AnyRecord]
+    feed_links: Iterable[str] = ()  # the feed's own addresses (parser/pipeline/identity.py)
+    keys: Sequence[str] | None = None  # taken already where the body was parsed (parser/pipeline/first_read.py)
+    known: int = 0  # entries left unread there as seen by the source's last poll: duplicates
 
 
 def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
-               feed_links: Iterable[str] = ()) -> Staged:
+               feed_links: Iterable[str] = (), keys: Sequence[str] | None = None) -> Staged:
     """Key each record (parser/pipeline/identity.py: one poll's records together, `feed_links` being the feed's
-    own addresses) and keep, with its `hash`, those neither staged before nor already in `seen` (this
-    batch, or a dry run's earlier batches); the uniqueness check is asked once per batch."""
+    own addresses; or `keys` given, taken with the same rules where the body was parsed) and keep, with its
+    `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's earlier batches);
+    the uniqueness check is asked once per batch."""
     # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
     # text no UTF-8 file or database can hold is made safe here, before the key is taken.
     records = [safe_record(record) for record in records]
-    identified = identity.identify(records, feed_links)
-    digests = identified.keys
-    unseen = dedup.unseen(digests)
+    if keys is None:
+        identified = identity.identify(records, feed_links)
+        records, keys = identified.records, identified.keys
+    unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
     fresh: list[dict[str, str]] = []
-    for record, digest in zip(identified.records, digests, strict=True):
+    for record, digest in zip(records, keys, strict=True):
         if digest in unseen and digest not in seen:
             seen.add(digest)
             fresh.append({"hash": digest, **record})
-    return Staged(new=fresh, duplicates=len(records) - len(fresh))
+    return Staged(new=fresh, duplicates=len(records) - len(fresh), checked=list(keys))
+
+
+def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]) -> Staged:
+    staged = select_new(batch.records, dedup, identity, seen, feed_links=batch.feed_links, keys=batch.keys)
+    staged.duplicates += batch.known
+    return staged
 
 
 def print_records(records: list[dict], out: TextIO) -> None:
@@ -65,9 +83,9 @@ def print_records(records: list[dict], out: TextIO) -> None:
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS"):
+                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None):
         """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
-        in params.py."""
+        in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py)."""
         self.table = table
         self.columns = ("hash", *columns)
         self.identity = Identity(unique_fields, algorithm, table=table)
@@ -77,18 +95,17 @@ class Sink:
                                unique_fields=unique_fields, setting=setting)
         self.history.check_rule()
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
-        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem)
+        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, window=unique_window)
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
-        return self.stage_many([(records, feed_links)])[0]
+        return self.stage_many([Batch(records, feed_links)])[0]
 
-    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
+    def stage_many(self, batches: Sequence[Batch | tuple]) -> list[Staged]:
         """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
         a record two of them share is new in the first only. Return each batch's Staged."""
         seen: set[str] = set()
-        results = [select_new(records, self.dedup, self.identity, seen, feed_links=links)
-                   for records, links in batches]
+        results = [_checked(Batch(*batch), self.dedup, self.identity, seen) for batch in batches]
         new = [record for staged in results for record in staged.new]
         if new:
             refused: list[tuple[dict, str]] = []
@@ -107,26 +124,38 @@ class Sink:
         self.staging.rotate()
         written = already = 0
         for batch in self.staging.batches():
-            rows = [safe_record(row) for row in read_rows(batch)]  # a file staged by an older version too
-            inserted = self._insert(db, rows) if rows else 0
+            inserted, rows = self._load(db, batch)
             os.remove(batch)
             written += inserted
-            already += len(rows) - inserted
+            already += rows - inserted
         if written or already:  # the mark of the database these hashes went into (parser/pipeline/history.py)
             self.history.flushed(db, self.table)
         return written, already
 
-    def _insert(self, db: Database, rows: list[dict]) -> int:
-        """Insert rows; when the database refuses a value, find the refused rows by halving (a few
-        transactions for a few bad rows among thousands), set them aside and insert the others."""
+    def _load(self, db: Database, batch: Path) -> tuple[int, int]:
+        """Load one batch file; return (rows written, rows in it). PostgreSQL parses the file itself;
+        when it cannot or refuses something, the file is read here and inserted as rows."""
+        loaded = db.insert_file(self.table, self.columns, batch, read_header(batch) or (),
+                                escaped_start=ESCAPED_START)
+        if loaded is not None:
+            return loaded
+        cells = read_cells(batch)
+        for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
+            cells.rows[unsafe] = list(safe_record(dict(enumerate(cells.rows[unsafe]))).values())
+        return (self._insert(db, cells.header, cells.rows) if cells.rows else 0), len(cells.rows)
+
+    def _insert(self, db: Database, fields: Sequence[str], rows: Sequence[Sequence[str | None]]) -> int:
+        """Insert rows (cells in the order of `fields`); when the database refuses a value, find the
+        refused rows by halving (a few transactions for a few bad rows among thousands), set them aside
+        and insert the others."""
         try:
-            return db.insert_new(self.table, self.columns, rows)
+            return db.insert_new(self.table, self.columns, rows, fields=fields)
         except RecordRefusedError as exc:
             if len(rows) == 1:
-                set_aside(self.folder, self.table, rows[0], str(exc))
+                set_aside(self.folder, self.table, dict(zip(fields, rows[0], strict=True)), str(exc))
                 return 0
         middle = len(rows) // 2
-        return self._insert(db, rows[:middle]) + self._insert(db, rows[middle:])
+        return self._insert(db, fields, rows[:middle]) + self._insert(db, fields, rows[middle:])
 
     def save(self) -> None:
         self.dedup.save()
@@ -162,8 +191,8 @@ class PrintSink:
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
 
-    def stage_many(self, batches: list[tuple[Sequence[AnyRecord], Iterable[str]]]) -> list[Staged]:
-        return [self.stage(records, links) for records, links in batches]
+    def stage_many(self, batches: Sequence[Batch | tuple]) -> list[Staged]:
+        return [_checked(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
 
     def flush(self, db: Database | None) -> tuple[int, int]:
         return 0, 0
@@ -184,7 +213,7 @@ class PrintSink:
         print_records(records, self.out)
 
 
-__all__ = ["PrintSink", "Sink", "Staged", "StorageError"]
+__all__ = ["Batch", "PrintSink", "Sink", "Staged", "StorageError"]
 
 
 def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
@@ -194,4 +223,5 @@ def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: st
     kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
                   csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
                   setting=setting)
-    return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(**kwargs)
+    return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(unique_window=settings.unique_window,
+                                                                           **kwargs)

@@ -186,6 +186,7 @@ def _header_bytes(columns: Sequence[str]) -> bytes:
 # take exactly that apostrophe off again, a cell that really starts with one gets one more.
 _FORMULA_START = frozenset("=+-@\t\r")
 _ESCAPED_START = _FORMULA_START | {"'"}
+ESCAPED_START = _ESCAPED_START  # for a loader that takes the apostrophe off itself (db/csv_load.py)
 
 
 def _cell(value: object) -> str:

@@ -13,7 +13,7 @@ import reprlib
 import sys
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -23,23 +23,31 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from .. import __version__
+from ..core.cpu_pool import default_processes
 from ..core.errors import SettingsError
 from ..core.logs import LOG_FORMATS
 from ..core.record import RECORD_FIELDS
-from ..core.setting_values import resolve_path, seconds_problem, whole_problem
+from ..core.setting_values import duration_problem, duration_seconds, resolve_path, seconds_problem, whole_problem
+from ..core.urls import canonical_url, redact_url
 from ..fetch.ratelimit import Rate
+from ..pipeline.filters import NO_FILTER, EntryFilter
 from ..pipeline.identity import AUTO
 from ..sources.opml import CONTROL_CHARACTERS, OpmlError, read_outlines
 from ..sources.protocols import PROTOCOLS, pushed
 from ..sources.source_options import (
+    FILTER_KEYS,
     PROTOCOL_KEYS,
     Auth,
     JsonApi,
     Push,
     check_callback_base,
+    check_default_filter,
+    check_filter,
     check_protocol_keys,
     check_push_paths,
     check_rate_fits,
+    check_tags,
+    default_filter,
     default_interval,
     missing_scheme,
     parse_listen,
@@ -49,7 +57,7 @@ from .link_jobs import LinkJob, check_link_jobs
 MiB = 1024 * 1024
 DEDUP_MODES = ("hashfile", "bloom", "off")
 HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
-SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items") + PROTOCOL_KEYS
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items") + PROTOCOL_KEYS + FILTER_KEYS
 
 
 @dataclass(frozen=True)
@@ -69,11 +77,20 @@ class Source:
     push: Push | None = None        # webhook and websub: path, secret_env, delivery_header, hub
     rate: Rate | None = None
     full_text: bool = False
+    entry_filter: EntryFilter = NO_FILTER  # keep and block (parser/pipeline/filters.py), KEEP and BLOCK by default
 
     @property
     def body_kind(self) -> str:
         """What its bodies are, as its protocol's row says ("feed", "json"): the adapters' choice."""
         return PROTOCOLS[self.protocol].body
+
+    @property
+    def subscription(self) -> tuple:
+        """What is fetched and how: two sources alike in it are one feed read twice (_OneSourcePerFeed
+        keeps the first). The canonical url (http://h/feed#x is http://h/feed; another query is another feed)
+        and what is sent with it: a private feed read with two logins (headers, auth) is two feeds."""
+        headers = tuple(sorted((key.lower(), value) for key, value in self.headers.items()))
+        return canonical_url(self.url), self.protocol, headers, self.auth, repr(self.api), self.push
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,7 @@ class Settings:
     unique_fields: str | tuple[str, ...]  # "auto" or record fields (parser/pipeline/identity.py)
     hash: str
     dedup: str
+    unique_window: float | None  # seconds after which a hash may leave the hash file; None: kept for ever
     concurrency: int
     per_host: int
     user_agent: str
@@ -110,12 +128,14 @@ class Settings:
     shared: bool = False            # several daemons, one PostgreSQL (parser/group/shared.py)
     shared_lease: float = 300.0     # seconds a claimed source or link is this daemon's alone
     db_timeout: float = 5.0         # seconds a flush waits to connect or for a lock (db/store.py)
+    parse_processes: int = 0        # processes parsing polled bodies; 0 = in the fetching threads (cpu_pool.py)
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
 DEFAULTS: dict[str, Any] = {
     "DB_URL": "sqlite:///db/items.db",
     "DB_TIMEOUT": 5,
+    "PARSE_PROCESSES": "auto",
     "STAGING_DIR": "staging",
     "LOG_DIR": "logs",
     "POLL_INTERVAL": 600,
@@ -124,6 +144,7 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_FIELDS": "auto",
     "HASH": "sha224",
     "DEDUP": "hashfile",
+    "UNIQUE_WINDOW": None,
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
@@ -132,6 +153,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BYTES": 10 * MiB,
     "MAX_REDIRECTS": 5,
     "MAX_ITEMS": 50,
+    "KEEP": {},
+    "BLOCK": {},
     "DEAD_AFTER": 5,
     "LOG_MAX_BYTES": 10 * MiB,
     "LOG_BACKUPS": 5,
@@ -223,9 +246,13 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
         check_shape(name, whole_problem)
     for name in ("MAX_REDIRECTS", "LOG_BACKUPS"):
         check_shape(name, lambda x: whole_problem(x, 0))
+    check("PARSE_PROCESSES", lambda x: x == "auto" or (whole_problem(x, 0) is None and x <= 64),
+          "must be \"auto\" (one per core) or a number of processes from 0 (parse in the fetching threads) to 64")
     check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
+    _check_unique_window(v, problems)
+    check_default_filter(v, problems)
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
           "must be a non-empty string without line breaks or control characters (it is sent as a header)")
     unique = check("UNIQUE_FIELDS",
@@ -252,7 +279,9 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     sources = _check_sources(v["SOURCES"], v, base, problems)
     listen = _check_protocol_settings(v, problems)
     notes: list[str] = []  # logged at start: what was read differently from what the file says
-    sources += _opml_sources(v, base, sources, problems, notes)
+    feeds = _OneSourcePerFeed(notes)
+    sources = feeds.first_of_each(sources, lambda source: f"SOURCES ({source.name!r})")
+    sources += _opml_sources(v, base, sources, problems, feeds)
     check_push_paths(sources, problems)
     link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
     status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
@@ -270,6 +299,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         unique_fields=unique if unique == AUTO else tuple(unique),
         hash=v["HASH"],
         dedup=v["DEDUP"],
+        unique_window=duration_seconds(v["UNIQUE_WINDOW"]),
         concurrency=v["CONCURRENCY"],
         per_host=v["PER_HOST"],
         user_agent=v["USER_AGENT"],
@@ -291,7 +321,22 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         shared=v["SHARED"],
         shared_lease=float(v["SHARED_LEASE"]),
         db_timeout=float(v["DB_TIMEOUT"]),
+        parse_processes=default_processes(len(sources)) if v["PARSE_PROCESSES"] == "auto" else v["PARSE_PROCESSES"],
     )
+
+
+def _check_unique_window(v: Mapping[str, Any], problems: _Problems) -> None:
+    """UNIQUE_WINDOW ("400d"): how long a hash stays in the hash file (parser/pipeline/hash_window.py). Only
+    the hash file of DEDUP = "hashfile" can forget a hash: a Bloom filter cannot, and "off" keeps none."""
+    window = v["UNIQUE_WINDOW"]
+    if window is None:
+        return
+    if what := duration_problem(window):
+        problems.add("UNIQUE_WINDOW", f"{what} (or None: every hash kept), got {reprlib.repr(window)}")
+    elif v["DEDUP"] != "hashfile":
+        problems.add("UNIQUE_WINDOW", f"applies to the hash file of DEDUP = \"hashfile\", but DEDUP is {v['DEDUP']!r} "
+                     "(a Bloom filter cannot forget a hash; \"off\" keeps none): remove UNIQUE_WINDOW or set "
+                     "DEDUP = \"hashfile\"")
 
 
 def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
@@ -318,6 +363,7 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         return []
     sources: list[Source] = []
     seen: set[str] = set()
+    entry_filter = default_filter(v)
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             problems.add(f"SOURCES[{i}]", f"must be a dict, got {type(item).__name__}")
@@ -349,26 +395,26 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         enabled = item.get("enabled", True)
         if not isinstance(enabled, bool):
             problems.add(where, f"enabled must be True or False, got {enabled!r}")
+        # A value the source inherits (POLL_INTERVAL, MAX_ITEMS) was checked once under its own name; a
+        # wrong default is one error, not one more per source that never set it.
         interval = item.get("interval", default_interval(item, v["POLL_INTERVAL"]))
-        if what := seconds_problem(interval):
+        if "interval" in item and (what := seconds_problem(interval)):
             problems.add(where, f"interval {what}, got {reprlib.repr(interval)}")
         headers = item.get("headers", {})
         if not (isinstance(headers, Mapping) and all(isinstance(k, str) and isinstance(x, str)
                                                      for k, x in headers.items())):
             problems.add(where, "headers must be a dict of strings")
             headers = {}
-        tags = item.get("tags", [])
-        if not (isinstance(tags, (list, tuple)) and all(isinstance(t, str) for t in tags)):
-            problems.add(where, "tags must be a list of strings")
-            tags = []
+        tags = check_tags(item, where, problems)
         max_items = item.get("max_items", v["MAX_ITEMS"])
-        if what := whole_problem(max_items):
+        if "max_items" in item and (what := whole_problem(max_items)):
             problems.add(where, f"max_items {what}, got {reprlib.repr(max_items)}")
         if resolved is not None:
             sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
                                   if _positive_number(interval) else 600.0,
                                   headers=MappingProxyType(dict(headers)), tags=tuple(tags),
-                                  max_items=max_items if _positive_int(max_items) else 50, **extra))
+                                  max_items=max_items if _positive_int(max_items) else 50,
+                                  entry_filter=check_filter(item, where, entry_filter, problems), **extra))
             if _positive_number(interval):
                 check_rate_fits(extra.get("rate"), float(interval), where, problems)
     return sources
@@ -405,9 +451,11 @@ def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: l
 
 
 def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems,
-                  notes: list[str]) -> list[Source]:
+                  feeds: _OneSourcePerFeed) -> list[Source]:
     """SOURCES_OPML: each feed outline of the file becomes a feed source. Two outlines with one title
-    and two feeds get unique names (" (2)"); one feed listed twice is polled once. Either is a note."""
+    and two feeds get unique names (" (2)"); one feed listed twice, or also in SOURCES, is polled once
+    (`feeds`). Either is a note."""
+    notes = feeds.notes
     raw = v["SOURCES_OPML"]
     if raw is None:
         return []
@@ -431,8 +479,14 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
             problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
             continue
         name = outline.name
+        source = Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
+                        if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
+                        max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50,
+                        entry_filter=default_filter(v))
         if (name, url) in urls:  # the same feed twice (two folders, or also in SOURCES): one source
             notes.append(f"{where}: the same feed as {names[name]}; polled once")
+            continue
+        if feeds.repeats(source, where):  # under another name
             continue
         if name in taken:
             # Another reader's export may hold two feeds under one title; the user should not have
@@ -449,10 +503,44 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
         taken.setdefault(outline.name, url)
         names[name] = f"{path.name} line {outline.line}"
         urls.add((outline.name, url))
-        out.append(Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
-                          if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
-                          max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50))
+        out.append(replace(source, name=name))
+        feeds.add(out[-1], names[name])
     return out
+
+
+class _OneSourcePerFeed:
+    """Miniflux refuses a second subscription to one feed. Here a second name for a feed (twice in SOURCES,
+    or in SOURCES and the OPML file) is dropped with a note, not an error, as an OPML import commonly repeats
+    a feed: it is polled once and its entries are not split between two names. One feed is one
+    Source.subscription; a disabled source is no subscription (it is polled only when named)."""
+
+    def __init__(self, notes: list[str]):
+        self.notes = notes
+        self.first: dict[tuple, tuple[str, str]] = {}  # subscription -> its first source's name, and where
+
+    def repeats(self, source: Source, where: str) -> bool:
+        """Whether a source kept before reads the feed `source` reads; if so the note says which."""
+        first = self.first.get(source.subscription) if source.enabled else None
+        if first is None:
+            return False
+        name, at = first
+        dropped = f"; the name {source.name!r} is dropped" if source.name != name else ""
+        self.notes.append(f"{where}: the same feed as {at}; polled once, as {name!r}{dropped} "
+                          f"({redact_url(source.url)})")
+        return True
+
+    def add(self, source: Source, where: str) -> None:
+        if source.enabled:
+            self.first.setdefault(source.subscription, (source.name, where))
+
+    def first_of_each(self, sources: list[Source], where: Callable[[Source], str]) -> list[Source]:
+        """`sources` without those reading a feed one before them reads, each one dropped noted."""
+        kept = []
+        for source in sources:
+            if not self.repeats(source, where(source)):
+                self.add(source, where(source))
+                kept.append(source)
+        return kept
 
 
 def _source_url(url: Any, base: Path) -> str | None:

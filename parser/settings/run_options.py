@@ -1,4 +1,4 @@
-"""What one run of the daemon does (--once, --source, --job, --links-only, --dry-run), and the
+"""What one run of the daemon does (--once, --source, --tag, --job, --links-only, --dry-run), and the
 sources and jobs of the settings it therefore runs: at start, and again for the sources at SIGHUP.
 """
 from __future__ import annotations
@@ -17,6 +17,12 @@ class RunOptions:
     dry_run: bool = False
     jobs: tuple[str, ...] = ()      # two-pass jobs (LINK_JOBS); empty: every enabled job
     links_only: bool = False        # the jobs' pass 1 alone
+    tags: tuple[str, ...] = ()      # --tag: the enabled sources with one of these tags, beside --source's
+
+    @property
+    def picks_sources(self) -> bool:
+        """--source or --tag: this run's feeds are the ones picked, not every enabled source."""
+        return bool(self.sources or self.tags)
 
 
 def select_named(items: Sequence, names: tuple[str, ...], kind: str, params_name: str) -> list:
@@ -32,15 +38,38 @@ def select_named(items: Sequence, names: tuple[str, ...], kind: str, params_name
     return [by_name[n] for n in dict.fromkeys(names)]
 
 
+def select_tagged(sources: Sequence[Source], tags: tuple[str, ...], params_name: str) -> list[Source]:
+    """The enabled sources with one of `tags` (a disabled one runs when named with --source). ValueError for a
+    tag no source has, naming the tags there are, and for one whose sources are all disabled, naming them."""
+    known = list(dict.fromkeys(tag for source in sources for tag in source.tags))
+    unknown = [tag for tag in tags if tag not in known]
+    if unknown:
+        raise ValueError(f"no source tagged {', '.join(map(repr, unknown))} in {params_name}"
+                         f" (tags: {', '.join(known) or 'none'})")
+    for tag in tags:
+        if not any(source.enabled for source in sources if tag in source.tags):
+            off = [source.name for source in sources if tag in source.tags]
+            raise ValueError(f"tag {tag!r} has only disabled sources in {params_name} ({', '.join(off)}); "
+                             "name one with --source to run it")
+    return [source for source in sources if source.enabled and set(tags) & set(source.tags)]
+
+
 def select_sources(settings: Settings, options: RunOptions) -> list[Source]:
-    """The sources this run polls or listens to; none with --job or --links-only alone (the jobs, not
-    the feeds). ValueError when --source names one params.py lacks."""
-    sources = select_named(settings.sources, options.sources, "source", settings.params_path.name)
-    return [] if (options.jobs or options.links_only) and not options.sources else sources
+    """The sources this run polls or listens to: every enabled one, or those --source names and --tag picks;
+    none with --job or --links-only alone (the jobs, not the feeds). ValueError when --source names one
+    params.py lacks, or --tag a tag no source has."""
+    name = settings.params_path.name
+    if not options.picks_sources:
+        return [] if options.jobs or options.links_only else select_named(settings.sources, (), "source", name)
+    named = select_named(settings.sources, options.sources, "source", name) if options.sources else []
+    if not options.tags:
+        return named
+    chosen = {id(source) for source in named + select_tagged(settings.sources, options.tags, name)}
+    return [source for source in settings.sources if id(source) in chosen]  # params.py's order, each once
 
 
 def select_jobs(settings: Settings, options: RunOptions) -> list[LinkJob]:
-    """The two-pass jobs this run runs; none with --source alone (the feeds, not the jobs).
+    """The two-pass jobs this run runs; none with --source or --tag alone (the feeds, not the jobs).
     ValueError when --job names one params.py lacks."""
     jobs = select_named(getattr(settings, "link_jobs", ()), options.jobs, "job", settings.params_path.name)
-    return [] if options.sources and not options.jobs else jobs
+    return [] if options.picks_sources and not options.jobs else jobs

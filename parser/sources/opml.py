@@ -83,8 +83,9 @@ def _name_from_url(url: str) -> str:
 
 
 def write_opml(sources: Iterable[Any], *, title: str) -> str:
-    """OPML 2.0 for `sources` (anything with name, url, tags): the first tag is the folder, the others
-    go into `category`, so read_outlines gives the same names, addresses and tags back."""
+    """OPML 2.0 for `sources` (anything with name, url, tags): every tag in `category` ("a,b", as the OPML 2.0
+    spec writes tags: comma-separated, no slash), and the first tag also as the folder, for the readers that
+    file feeds in folders; read_outlines gives the same names, addresses and tags back."""
     root = etree.Element("opml", version="2.0")
     head = etree.SubElement(root, "head")
     etree.SubElement(head, "title").text = title
@@ -95,12 +96,13 @@ def write_opml(sources: Iterable[Any], *, title: str) -> str:
         tags = list(source.tags)
         parent = body
         if tags:
-            folder = tags.pop(0)
+            folder = tags[0]
             if folder not in folders:
                 folders[folder] = etree.SubElement(body, "outline", text=folder, title=folder)
             parent = folders[folder]
         outline = etree.SubElement(parent, "outline", type="rss", text=source.name, title=source.name,
                                    xmlUrl=source.url)
-        if tags:
-            outline.set("category", ",".join(tags))
+        categories = [tag for tag in tags if "," not in tag and "/" not in tag]  # an OPML folder's title may hold one
+        if categories:
+            outline.set("category", ",".join(categories))
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True).decode("utf-8")

@@ -7,37 +7,55 @@ here, by its row in parser/sources/protocols.py, and in its adapter, never downs
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from ..adapters import Parsed, newest, parse_body
 from ..adapters import json_api as api
 from ..adapters.source_view import SourceView
-from ..core.errors import FetchError, ParseError
+from ..core.cpu_pool import CpuPool, ProcessDiedError
+from ..core.errors import FetchError, ParseError, ParseProcessError
 from ..core.record import Record
 from ..core.urls import redact_url
 from ..fetch.discover import feed_links, looks_like_html
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
+from ..pipeline.first_read import read_new
 from ..pipeline.fulltext import FullText
 from .protocols import protocol_of
 
 JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
 
 
+@dataclass(frozen=True)
+class Keying:
+    """Identity first (parser/pipeline/first_read.py) for one poll: the sink's rule, the keys the
+    source's last poll had checked, and the feed's own addresses as the sink names them."""
+    rule: tuple            # (UNIQUE_FIELDS, HASH, table)
+    known: Collection[str]
+    feed_urls: tuple[str, ...]
+
+
 class Poller:
     def __init__(self, fetcher: Fetcher, *, stop: threading.Event, max_wait: float,
-                 rates: RateLimits | None = None, full_text: FullText | None = None):
-        """`max_wait`: the longest a request waits for its source's rate before the poll gives up."""
+                 rates: RateLimits | None = None, full_text: FullText | None = None, cpu: CpuPool | None = None):
+        """`max_wait`: the longest a request waits for its source's rate before the poll gives up;
+        `cpu`: where a feed's body is parsed (parse processes, or this thread)."""
         self.fetcher = fetcher
+        self.cpu = cpu or CpuPool(0)
         self.stop = stop
         self.max_wait = max_wait
         self.rates = rates or RateLimits()
         self.full_text = full_text
 
     def poll(self, source: SourceView, *, etag: str | None, last_modified: str | None,
-             fetched: str, discover: bool = True) -> tuple[FetchResult, Parsed | None]:
+             fetched: str, discover: bool = True, keying: Keying | None = None) -> tuple[FetchResult, Parsed | None]:
         """(first answer, records or None when it was a 304). Raises FetchError / ParseError.
         `discover` False: an HTML page is an error, its feed links are not followed (the address has
-        served a feed before: the page is a maintenance page, not the site's)."""
+        served a feed before: the page is a maintenance page, not the site's). `keying`: a feed's
+        records come keyed and only its new entries read whole (not with full text, which changes
+        the records after the parse)."""
+        keying = keying if not source.full_text else None
         if protocol_of(source).json_pages:
             result, parsed = self._json_api(source, etag, last_modified, fetched)
         else:
@@ -46,7 +64,7 @@ class Poller:
                                       last_modified=last_modified)
             parsed = None
             if not result.not_modified:
-                result, parsed = self._parse_or_discover(source, result, fetched, discover)
+                result, parsed = self._parse_or_discover(source, result, fetched, discover, keying)
                 # max_items limits what a poll takes; pushed records are never cut
                 parsed.records = newest(parsed.records, source.max_items)
         if parsed is not None and source.full_text and self.full_text is not None:
@@ -54,13 +72,14 @@ class Poller:
         return result, parsed
 
     def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str,
-                           discover: bool) -> tuple[FetchResult, Parsed]:
+                           discover: bool, keying: Keying | None) -> tuple[FetchResult, Parsed]:
         """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
         the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
         try:
             # Only the max_items newest entries are read into records (the fast path skips the rest).
-            return result, parse_body(source, result.body, url=result.url, headers=result.headers, fetched=fetched,
-                                      limit=source.max_items)
+            return result, self._parse(source, result, fetched, keying)
+        except ParseProcessError:
+            raise
         except ParseError as exc:
             if not protocol_of(source).discovers_feed or not looks_like_html(result.body, result.headers):
                 raise
@@ -79,8 +98,7 @@ class Poller:
         headers = api.request_headers(source) if api.same_origin(feed_url, source.url) else {}
         try:
             feed = self.fetcher.get(feed_url, headers=headers)
-            parsed = parse_body(source, feed.body, url=feed.url, headers=feed.headers, fetched=fetched,
-                                limit=source.max_items)
+            parsed = self._parse(source, feed, fetched, keying)
         except FetchError as exc:
             raise FetchError(f"{named}; the first failed: {exc}", status=exc.status, retry_after=exc.retry_after,
                              permanent=exc.permanent) from None
@@ -88,6 +106,18 @@ class Poller:
             raise ParseError(f"{named}; the first is not a feed either: {exc}") from None
         parsed.feed_url = feed_url
         return feed, parsed
+
+    def _parse(self, source: SourceView, result: FetchResult, fetched: str, keying: Keying | None) -> Parsed:
+        """A feed's body parsed where the CPU is (self.cpu), keyed there too when the poll has keying."""
+        try:
+            if keying is None:
+                return self.cpu.run(parse_body, source, result.body, url=result.url, headers=result.headers,
+                                    fetched=fetched, limit=source.max_items)
+            return self.cpu.run(read_new, source, result.body, url=result.url, headers=result.headers,
+                                fetched=fetched, limit=source.max_items, known=keying.known, rule=keying.rule,
+                                feed_urls=(*keying.feed_urls, result.url))
+        except ProcessDiedError as exc:
+            raise ParseProcessError(str(exc)) from None
 
     def _wait_for_rate(self, source: SourceView, *, first: bool) -> bool:
         """Wait for the source's rate; False when it would take longer than max_wait (later pages).

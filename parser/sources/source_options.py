@@ -1,7 +1,7 @@
-"""The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text): their
-checks, and the frozen values they set (those a poll and the adapters read are in
-parser/adapters/source_view.py). Which protocol takes which key, and how each one differs, is the table in
-parser/sources/protocols.py.
+"""The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text) and its entry
+rules (keep, block: every protocol's): their checks, and the frozen values they set (those a poll and the
+adapters read are in parser/adapters/source_view.py). Which protocol takes which key, and how each one
+differs, is the table in parser/sources/protocols.py.
 
 Called by settings._check_sources for each source, so every message names the source and the
 key. Secrets never come from params.py: a key only names the environment variable that holds one
@@ -22,6 +22,7 @@ from ..adapters.source_view import Auth, JsonApi, SourceView
 from ..core.record import RECORD_FIELDS
 from ..core.setting_values import http_url
 from ..fetch.ratelimit import Rate, parse_rate
+from ..pipeline.filters import NO_FILTER, EntryFilter, compile_rules
 from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
@@ -103,6 +104,71 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
     else:
         out["full_text"] = full_text
     return out
+
+
+FILTER_KEYS = ("keep", "block")  # a source's entry rules (parser/pipeline/filters.py), KEEP and BLOCK their defaults
+
+
+def default_filter(values: Mapping[str, Any]) -> EntryFilter:
+    """The entry rules of a source that sets neither `keep` nor `block`: KEEP and BLOCK of params.py. A bad
+    one counts as none here; check_default_filter says its problem once, not once per source."""
+    rules = {}
+    for key in FILTER_KEYS:
+        try:
+            rules[key] = _default_rules(values, key)
+        except ValueError:
+            rules[key] = ()
+    return EntryFilter(**rules)
+
+
+def check_default_filter(values: Mapping[str, Any], problems: Problems) -> None:
+    """KEEP and BLOCK: each a dict of entry field -> regular expression (parser/pipeline/filters.py)."""
+    for key in FILTER_KEYS:
+        try:
+            _default_rules(values, key)
+        except ValueError as exc:
+            problems.add(key.upper(), str(exc))
+
+
+def _default_rules(values: Mapping[str, Any], key: str) -> tuple:
+    raw = values.get(key.upper())
+    return compile_rules({} if raw is None else raw)  # None: no rules, as {}
+
+
+def check_filter(item: Mapping[str, Any], where: str, default: EntryFilter, problems: Problems) -> EntryFilter:
+    """A source's `keep` and `block` compiled; each one it does not set is KEEP's or BLOCK's (`default`)."""
+    rules = {}
+    for key in FILTER_KEYS:
+        if key not in item:
+            rules[key] = getattr(default, key)
+            continue
+        try:
+            rules[key] = compile_rules(item[key])
+        except ValueError as exc:
+            problems.add(where, f"{key}: {exc}")
+            return NO_FILTER
+    return EntryFilter(**rules)
+
+
+TAG_MAX = 40  # characters: a tag is a short label to select by (`--tag NAME`), not a sentence
+# An OPML category list is comma-separated, a slash in it a path (parser/sources/opml.py): neither fits in a
+# tag that export-opml writes there; a control character would forge lines in the logs.
+_NOT_IN_A_TAG = re.compile("[,/\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_tags(item: Mapping[str, Any], where: str, problems: Problems) -> tuple[str, ...]:
+    """A source's `tags`: short labels that `--tag NAME` selects its sources by, shown by `status` and
+    written as OPML categories by export-opml. A tag given twice counts once."""
+    tags = item.get("tags", [])
+    if not isinstance(tags, (list, tuple)) or not all(isinstance(tag, str) for tag in tags):
+        problems.add(where, f"tags must be a list of short strings like ['news', 'daily'], got {tags!r}")
+        return ()
+    for tag in tags:
+        if not tag.strip() or tag != tag.strip() or len(tag) > TAG_MAX or _NOT_IN_A_TAG.search(tag):
+            problems.add(where, f"tags: {tag!r} is not a tag: 1 to {TAG_MAX} characters, without a comma, a "
+                         "slash, a line break or spaces at either end")
+            return ()
+    return tuple(dict.fromkeys(tags))
 
 
 def default_interval(item: Mapping[str, Any], poll_interval: float) -> float:

@@ -30,7 +30,7 @@ from ..core.errors import StorageError, cannot_write
 log = logging.getLogger("parser")
 SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
 HISTORY_HOURS = 7 * 24     # hourly buckets kept for the status page's plots
-TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes")
+TOTALS = ("polls", "errors", "new", "duplicates", "not_modified", "bytes", "blocked")
 MAX_BACKOFF = 24 * 3600.0  # seconds: a dead source's backoff doubles up to this (or its interval, if longer)
 GONE_EVERY = MAX_BACKOFF / 4  # a 410 Gone before DEAD_AFTER: asked rarely, but still asked
 RETRY_AFTER_MAX = 24 * 3600.0  # seconds: the longest Retry-After honoured
@@ -130,10 +130,11 @@ class SourceState:
         self.next_due, self.delay = now + interval, interval
         return ended
 
-    def staged(self, now: float, *, new: int, duplicates: int) -> None:
+    def staged(self, now: float, *, new: int, duplicates: int, blocked: int = 0) -> None:
         """Entries of a poll or a push went through the uniqueness check: counted, and `new` of them
-        staged (the time of the last new entry is kept for `status`)."""
-        self.count(now, new=new, duplicates=duplicates)
+        staged (the time of the last new entry is kept for `status`); `blocked` more were dropped before
+        it by the source's keep/block rules (counted when there were any)."""
+        self.count(now, new=new, duplicates=duplicates, **({"blocked": blocked} if blocked else {}))
         if new:
             self.last_new = iso(now)
 

@@ -1,0 +1,277 @@
+"""Steady state against newsboat: the same real feeds polled in rounds, ours and newsboat side by side.
+
+    .venv/bin/python -m bench.bench_steady [--feeds 1000] [--rounds 4] [--concurrency 32] [--no-newsboat] [--phases]
+
+The feeds of bench/bench_once_real.py (the 200 bodies of ../shared/corpus/fastfeedparser/benchmark_data, each
+served feeds/200 times, on `--hosts` loopback addresses), each with an ETag and a Last-Modified, answered 304
+when a request carries either. One project folder (`run_daemon.py --once` each round: state.json keeps the
+validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCURRENCY) go through:
+1. first poll: everything new;
+2. all unchanged: every server answers 304 to a conditional request. newsboat sends conditional requests
+   only from its third reload, so it reloads twice here (2, unconditional; 3, conditional) and its
+   reload 3 is the one compared;
+3. 10 % of the feeds changed (a fixed sample), 2 new entries each at the top (bench/feed_edits.py), new
+   validators: newsboat's reload 4;
+4. 100 % changed, 2 more new entries each: newsboat's reload 5.
+Between rounds only the bodies change. Per round and side: wall s, CPU s and peak RSS (and PSS) of the whole
+process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average, rows stored (ours: `items` in
+db/items.db; newsboat: `rss_item` in its cache.db) and the requests the servers saw (how many conditional);
+then ours/newsboat, and the goals of issue 20 beside the figures. Who goes first alternates by round.
+`--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says otherwise (goal: <= 100 s,
+<= 300 MiB). `--phases` runs ours through bench/once_timed.py and prints where each round's time went.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import formatdate
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bench.bench_once_real import DATA, ROOT, count_rows, newsboat, newsboat_reload, phases, serve, write_params
+from bench.feed_edits import with_new_entries
+from bench.tree_usage import TreeUsage, measure
+from tests.server import LoopbackServer, Route
+
+ROUNDS = {1: "first poll", 2: "all unchanged", 3: "10 % changed", 4: "100 % changed"}
+SHARE_CHANGED = {3: 0.10, 4: 1.0}  # the rounds that change feeds, and how many of them
+NEWSBOAT_RELOADS = {1: (1,), 2: (2, 3), 3: (4,), 4: (5,)}  # the last of each is the one compared
+# Issue 20's goals.
+FIRST_WALL_RATIO, FIRST_CORES, FIRST_PEAK_MIB = 0.5, 1.7, 250
+STEADY_MS_PER_CHANGED, STEADY_RATIO = 8.0, 0.25
+LARGE_SECONDS, LARGE_PEAK_MIB = 100, 300
+
+
+@dataclass
+class Run:
+    side: str           # "ours" or "newsboat"
+    label: str          # which run of that side: "--once 3", "reload 4"
+    usage: TreeUsage
+    rows: int
+    new_rows: int
+    requests: int
+    conditional: int
+    timings: dict | None = None
+
+
+class ServedFeeds:
+    """The routes serving the feeds, each given validators; `change` puts new entries at the top of some."""
+
+    def __init__(self, servers: list[LoopbackServer], urls: list[str]):
+        by_address = {(s.host, s.port): s for s in servers}
+        self.servers = servers
+        self.routes: list[Route] = []
+        for url in urls:
+            parts = urlsplit(url)
+            self.routes.append(by_address[(parts.hostname, parts.port)].routes[parts.path])
+        for n, route in enumerate(self.routes):
+            _new_version(route, f"v0-{n}", time.time())
+        self._seen = [0] * len(servers)  # requests of each server already counted
+
+    def change(self, share: float, round_: int) -> tuple[int, int]:
+        """New entries in `share` of the feeds (a fixed sample). (feeds changed, feeds that could not be)."""
+        count = round(len(self.routes) * share)
+        chosen = sorted(random.Random(20).sample(range(len(self.routes)), count))
+        now, failed = datetime.now(UTC), 0
+        for n in chosen:
+            route = self.routes[n]
+            try:
+                route.body = with_new_entries(route.body, f"r{round_}-f{n}", now)
+            except ValueError:
+                failed += 1
+                continue
+            _new_version(route, f"r{round_}-f{n}", now.timestamp())
+        return count - failed, failed
+
+    def requests_since_last(self) -> tuple[int, int]:
+        """(requests, conditional ones) the servers saw since the last call."""
+        total = conditional = 0
+        for n, server in enumerate(self.servers):
+            recent = server.requests[self._seen[n]:]
+            self._seen[n] += len(recent)
+            total += len(recent)
+            conditional += sum(1 for _, headers in recent if _conditional(headers))
+        return total, conditional
+
+
+def _conditional(headers: dict[str, str]) -> bool:
+    names = {k.lower() for k in headers}
+    return "if-none-match" in names or "if-modified-since" in names
+
+
+def _new_version(route: Route, tag: str, when: float) -> None:
+    route.etag = f'"{tag}"'
+    route.last_modified = formatdate(when, usegmt=True)
+
+
+class Sides:
+    """Ours (one project folder) and newsboat (one cache), each run as a process tree and recorded as a Run."""
+
+    def __init__(self, args: argparse.Namespace, feeds: ServedFeeds, urls: list[str], binary: str | None,
+                 ours_dir: Path, boat_dir: Path):
+        self.feeds, self.phases, self.ours_dir, self.boat_dir = feeds, args.phases, ours_dir, boat_dir
+        self.params = write_params(ours_dir, urls, args.concurrency)
+        self.boat = newsboat_reload(binary, boat_dir, urls, args.concurrency) if binary else None
+        self.rows = {"ours": 0, "newsboat": 0}
+
+    def ours(self, round_: int) -> Run:
+        timings = self.ours_dir / "timings.json"
+        command = [sys.executable, "-m", "bench.once_timed", str(timings)] if self.phases \
+            else [sys.executable, "run_daemon.py"]
+        usage = measure(command + ["--params", str(self.params), "--once"], cwd=ROOT)
+        return self._record("ours", f"--once {round_}", usage, self.ours_dir / "db" / "items.db", "items",
+                            json.loads(timings.read_text()) if self.phases and timings.exists() else None)
+
+    def newsboat(self, reload: int) -> Run:
+        command, env = self.boat
+        return self._record("newsboat", f"reload {reload}", measure(command, env=env),
+                            self.boat_dir / "cache.db", "rss_item")
+
+    def _record(self, side: str, label: str, usage: TreeUsage, db: Path, table: str,
+                timings: dict | None = None) -> Run:
+        stored = count_rows(db, table)
+        requests, conditional = self.feeds.requests_since_last()
+        run = Run(side, label, usage, stored, stored - self.rows[side], requests, conditional, timings)
+        self.rows[side] = stored
+        return run
+
+
+def poll_rounds(rounds: int, feeds: ServedFeeds, sides: Sides) -> dict[int, tuple[int, list[Run]]]:
+    """Every round, both sides; printed as it ends. {round: (feeds changed, runs)}."""
+    results: dict[int, tuple[int, list[Run]]] = {}
+    for round_ in range(1, rounds + 1):
+        changed, failed = feeds.change(SHARE_CHANGED[round_], round_) if round_ in SHARE_CHANGED else (0, 0)
+        # Who goes first alternates: neither side always meets the machine as the other left it.
+        ours_first = round_ % 2 == 1
+        runs = [sides.ours(round_)] if ours_first else []
+        if sides.boat:
+            runs += [sides.newsboat(reload) for reload in NEWSBOAT_RELOADS[round_]]
+        if not ours_first:
+            runs.insert(0, sides.ours(round_))
+        results[round_] = (changed, runs)
+        print_round(round_, changed, failed, runs)
+    return results
+
+
+def print_round(round_: int, changed: int, failed: int, runs: list[Run]) -> None:
+    said = f" ({changed} feeds, 2 new entries each; {failed} could not be edited)" if round_ in SHARE_CHANGED else ""
+    print(f"\nround {round_}: {ROUNDS[round_]}{said}")
+    print(f"  {'side':9} {'run':9} {'exit':>4} {'wall s':>7} {'CPU s':>7} {'ms/changed':>10} {'cores':>5} "
+          f"{'RSS MiB':>7} {'PSS MiB':>7} {'rows':>7} {'+rows':>7} {'requests':>8} {'conditional':>11}")
+    for run in runs:
+        u = run.usage
+        per_changed = f"{u.cpu * 1000 / changed:10.1f}" if changed else f"{'-':>10}"
+        print(f"  {run.side:9} {run.label:9} {u.code:4d} {u.seconds:7.2f} {u.cpu:7.2f} {per_changed} {u.cores:5.2f} "
+              f"{u.peak_mib:7.0f} {u.peak_pss_mib:7.0f} {run.rows:7d} {run.new_rows:+7d} {run.requests:8d} "
+              f"{run.conditional:11d}")
+        if u.code and u.said:
+            print(f"    ({run.side} said: {u.said})")
+        if u.orphans_killed:
+            print(f"    ({run.side} left {u.orphans_killed} processes running: killed)")
+        if run.timings:
+            phases({"timings": run.timings, "seconds": u.seconds})
+    ours, boat = _compared(runs)
+    if ours and boat:
+        print(f"  ours/newsboat (newsboat's {boat.label}): wall {_ratio(ours, boat, 'seconds'):.2f}x, "
+              f"CPU {_ratio(ours, boat, 'cpu'):.2f}x, peak RSS {_ratio(ours, boat, 'peak_mib'):.2f}x"
+              + (f"; +{2 * changed} rows expected on each side" if changed else ""))
+    sys.stdout.flush()
+
+
+def print_goals(results: dict[int, tuple[int, list[Run]]], feeds: int) -> None:
+    """Issue 20's goals beside what this run measured (ours; newsboat's run as said)."""
+    print("\ngoals (issue 20), ours:")
+    ours, boat = _compared(results[1][1])
+    if feeds >= 10000:
+        _goal(f"first poll of {feeds} feeds, wall <= {LARGE_SECONDS} s", ours.usage.seconds, LARGE_SECONDS, "s")
+        _goal(f"first poll of {feeds} feeds, peak RSS <= {LARGE_PEAK_MIB} MiB "
+              f"(process tree; PSS {ours.usage.peak_pss_mib:.0f} MiB)",
+              ours.usage.peak_mib, LARGE_PEAK_MIB, "MiB")
+        return
+    if boat:
+        _goal(f"first poll, wall <= {FIRST_WALL_RATIO}x newsboat's ({boat.label})",
+              _ratio(ours, boat, "seconds"), FIRST_WALL_RATIO, "x")
+    _goal(f"first poll, cores busy >= {FIRST_CORES} (the whole run's average: start-up and flush included)",
+          -ours.usage.cores, -FIRST_CORES, "")
+    _goal(f"first poll, peak RSS <= {FIRST_PEAK_MIB} MiB (process tree; PSS {ours.usage.peak_pss_mib:.0f} MiB)",
+          ours.usage.peak_mib, FIRST_PEAK_MIB, "MiB")
+    if 3 in results and results[3][0]:
+        changed, runs = results[3]
+        ours, boat = _compared(runs)
+        _goal(f"10 % changed, CPU <= {STEADY_MS_PER_CHANGED} ms per changed feed",
+              ours.usage.cpu * 1000 / changed, STEADY_MS_PER_CHANGED, "ms")
+        if boat:
+            _goal(f"10 % changed, CPU per changed feed <= {STEADY_RATIO}x newsboat's ({boat.label})",
+                  _ratio(ours, boat, "cpu"), STEADY_RATIO, "x")
+    if feeds != 1000:
+        print(f"  (the goals are set for 1,000 feeds; this run had {feeds})")
+
+
+def _goal(what: str, value: float, limit: float, unit: str) -> None:
+    """value <= limit is met; a lower bound is passed negated."""
+    print(f"  {what:88} {abs(value):8.2f} {unit:3} {'met' if value <= limit else 'MISSED'}")
+
+
+def _compared(runs: list[Run]) -> tuple[Run | None, Run | None]:
+    """Ours, and newsboat's last run of the round (its conditional reload in round 2)."""
+    ours = next((r for r in runs if r.side == "ours"), None)
+    boat = next((r for r in reversed(runs) if r.side == "newsboat"), None)
+    return ours, boat
+
+
+def _ratio(ours: Run, boat: Run, measure_name: str) -> float:
+    mine, theirs = getattr(ours.usage, measure_name), getattr(boat.usage, measure_name)
+    return mine / theirs if theirs else float("inf")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--feeds", type=int, default=1000, help="a multiple of the 200 bodies (10000: the large goal)")
+    ap.add_argument("--rounds", type=int, choices=range(1, 5), default=None,
+                    help="rounds to run, in order (default 4; 1 when --feeds is over 1000)")
+    ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--concurrency", type=int, default=32, help="ours' CONCURRENCY and newsboat's reload-threads")
+    ap.add_argument("--no-newsboat", action="store_true")
+    ap.add_argument("--phases", action="store_true", help="run ours through bench/once_timed.py: where time went")
+    args = ap.parse_args()
+    if not DATA.is_dir():
+        print(f"skipped: {DATA} is absent (set PARSER_CORPUS)")
+        return
+    bodies = [p.read_bytes() for p in sorted(DATA.iterdir()) if p.is_file()]
+    if args.feeds <= 0 or args.feeds % len(bodies):
+        ap.error(f"--feeds must be a positive multiple of the {len(bodies)} bodies, got {args.feeds}")
+    if args.rounds is None:
+        args.rounds = 4 if args.feeds <= 1000 else 1
+    binary = None if args.no_newsboat else newsboat()
+    repeat = args.feeds // len(bodies)
+    servers, urls = serve(bodies, repeat, args.hosts)
+    print(f"steady state over {len(urls)} real feeds ({len(bodies)} bodies x {repeat}, "
+          f"{sum(map(len, bodies)) * repeat / (1 << 20):.0f} MiB) on {args.hosts} loopback hosts, "
+          f"CONCURRENCY {args.concurrency}, {args.rounds} round(s); "
+          f"newsboat {'skipped' if binary is None else binary}; load average {_load()}", flush=True)
+    try:
+        with tempfile.TemporaryDirectory() as ours_dir, tempfile.TemporaryDirectory() as boat_dir:
+            feeds = ServedFeeds(servers, urls)
+            sides = Sides(args, feeds, urls, binary, Path(ours_dir), Path(boat_dir))
+            results = poll_rounds(args.rounds, feeds, sides)
+    finally:
+        for server in servers:
+            server.stop()
+    print_goals(results, args.feeds)
+    print(f"  load average at the end {_load()} (other work on this machine slows both sides alike: "
+          f"read the ratios)")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()

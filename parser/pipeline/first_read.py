@@ -1,0 +1,68 @@
+"""Identity first: a poll's entries keyed before they are read whole, so that a steady poll
+normalizes and sanitizes only its new entries (a changed feed of 50 entries has 1-3 new ones).
+
+Runs where the body is parsed (a parse process, parser/core/cpu_pool.py, or a fetching thread): the
+adapter hands over each kept entry's ids (source, guid, link); the entries are keyed by the same
+rules as parser/pipeline/identity.py uses for whole records; an entry whose key the source's last
+poll already checked (`known`: a subset of what the uniqueness check holds) is left unread and counted
+as a duplicate. The others are read whole and come back with their keys, which the sink then checks
+(parser/pipeline/sink.py select_new) without keying them again. Where a key depends on more than the
+ids (an entry with neither guid nor link, keyed by its content; UNIQUE_FIELDS naming other fields),
+every entry is read whole and keyed here as the sink would: the same keys, only the work is elsewhere.
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from ..adapters import Parsed, parse_body
+from ..adapters.source_view import SourceView
+from ..core.record import clean_text, safe_record
+from .identity import Identity
+
+# One per table rule in each process, shared by its threads: its canonical-link cache lives on.
+_IDENTITIES: dict[tuple, Identity] = {}
+
+
+def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str = "items") -> Identity:
+    rule = (unique_fields if isinstance(unique_fields, str) else tuple(unique_fields), algorithm, table)
+    identity = _IDENTITIES.get(rule)
+    if identity is None:
+        identity = _IDENTITIES[rule] = Identity(unique_fields, algorithm, table=table)
+    return identity
+
+
+def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
+             limit: int, known: Collection[str], rule: tuple, feed_urls: tuple[str, ...]) -> Parsed:
+    """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key is in
+    `known` left unread (Parsed.known). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
+    `feed_urls`: the feed's addresses that the sink takes as its own (with the home page the body gives).
+    Raises ParseError as parse_body does."""
+    identity = identity_for(*rule)
+    said: list[tuple[bool, str]] = []  # identity's lines, for the daemon's log
+    chosen: dict[str, list] = {}
+
+    def select(ids: list[dict[str, str]], home: str) -> list[bool]:
+        said.clear()  # asked again when the fast path handed the body on after asking
+        chosen.clear()
+        # As the sink would see them: sanitize.finish_record's clean_text, then safe_record.
+        stubs = [safe_record({name: clean_text(value) for name, value in one.items()}) for one in ids]
+        identified = identity.identify(stubs, (home, *feed_urls), said) if identity.keyed_by_ids() else None
+        if identified is None or identified.by_content:
+            said.clear()  # keyed again below, from the whole records
+            return [True] * len(ids)
+        wanted = [key not in known for key in identified.keys]
+        chosen["keys"] = [key for key, want in zip(identified.keys, wanted, strict=True) if want]
+        chosen["known"] = [key for key, want in zip(identified.keys, wanted, strict=True) if not want]
+        chosen["stored"] = [stub for stub, want in zip(identified.records, wanted, strict=True) if want]
+        return wanted
+
+    parsed = parse_body(source, body, url=url, headers=headers, fetched=fetched, limit=limit, select=select)
+    if "keys" in chosen:
+        for record, stub in zip(parsed.records, chosen["stored"], strict=True):
+            record["link"], record["guid"] = stub["link"], stub["guid"]  # as identity stores them
+        parsed.keys, parsed.known = chosen["keys"], chosen["known"]
+    else:  # keyed by more than the ids: every record was read, and is keyed here from the whole record
+        identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
+        parsed.records, parsed.keys = identified.records, identified.keys
+    parsed.said = said
+    return parsed

@@ -1,0 +1,213 @@
+"""Identity first and the parse processes (issue 20): a poll's entries keyed before they are read whole,
+only the entries its source's last poll had not seen read, and the parsing done in a pool of processes
+(parser/pipeline/first_read.py, parser/core/cpu_pool.py).
+
+What a user checks: the same rows and keys as reading everything (the 200 real feeds of the corpus),
+a steady poll's line counting the unread entries as duplicates, a parse process that dies costing
+nothing, and no process left behind by a stop, a Ctrl-C or a kill -9."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from parser.adapters import parse_body
+from parser.core.cpu_pool import CpuPool, ProcessDiedError
+from parser.core.errors import ParseError
+from parser.core.record import safe_record
+from parser.pipeline.first_read import read_new
+from parser.pipeline.identity import Identity
+from tests.conftest import Project, corpus_dir
+from tests.feeds import BASE_TIME, numbered_items, rss
+from tests.process import wait_for
+
+URL = "http://127.0.0.1:9/feed.xml"
+RULE = ("auto", "sha224", "items")
+
+
+class View:
+    """A feed source as the adapters see it."""
+    name, url, protocol, body_kind, max_items, full_text = "s", URL, "feed", "feed", 50, False
+    headers: dict = {}
+    api = auth = rate = None
+
+
+def whole_read(body: bytes, identity: Identity) -> tuple[list[dict], list[str]]:
+    """Today's way: every kept entry read whole, then keyed by the sink (parser/pipeline/sink.py)."""
+    parsed = parse_body(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50)
+    identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, URL, URL))
+    return identified.records, identified.keys
+
+
+def first_read(body: bytes, known=frozenset()):
+    return read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50, known=known,
+                    rule=RULE, feed_urls=(URL,))
+
+
+def test_the_corpus_keyed_first_gives_the_records_and_keys_of_a_whole_read():
+    """Fields and keys exactly as before; with every key known nothing is read whole but the entries
+    keyed by their content; with two keys unknown, those two entries alone, each as a whole read gives it."""
+    files = sorted(p for p in corpus_dir("fastfeedparser", "benchmark_data").iterdir() if p.is_file())
+    identity = Identity("auto", "sha224")
+    compared = partly = 0
+    for path in files:
+        body = path.read_bytes()
+        try:
+            records, keys = whole_read(body, identity)
+        except ParseError:
+            with pytest.raises(ParseError):
+                first_read(body)
+            continue
+        first = first_read(body)
+        assert (first.keys, [safe_record(r) for r in first.records]) == (keys, records), path.name
+        assert first.known == []
+        compared += 1
+        steady = first_read(body, known=frozenset(keys))
+        assert steady.keys == [k for k in keys if k in steady.keys]  # the unread are the known ones
+        assert sorted(steady.keys + steady.known) == sorted(keys)
+        if len(set(keys)) > 2 and len(steady.known) == len(keys):
+            partly += 1
+            new = set(keys[:2])
+            changed = first_read(body, known=frozenset(keys) - new)
+            assert set(changed.keys) == new and len(changed.known) == len(keys) - len(changed.keys), path.name
+            expected = [r for r, k in zip(records, keys, strict=True) if k in new]
+            assert [safe_record(r) for r in changed.records] == expected, path.name
+    assert compared > 150 and partly > 100  # the corpus was read, not skipped
+
+
+def die() -> None:
+    os._exit(3)
+
+
+def test_a_parse_process_that_dies_is_replaced_and_only_its_own_work_fails():
+    pool = CpuPool(2)
+    try:
+        assert pool.run(len, "abc") == 3
+        with pytest.raises(ProcessDiedError):
+            pool.run(die)
+        assert pool.run(len, "abcd") == 4  # a new pool, started by the next work
+        with pytest.raises(ParseError, match="empty body"):  # the work's own error comes back as it is
+            pool.run(first_read, b"  ")
+    finally:
+        pool.close()
+
+
+def feeds(count: int, newest: int = 20) -> dict[str, bytes]:
+    return {f"/f{i}.xml": rss(numbered_items(newest - 19, 20, host=f"h{i}.example")) for i in range(count)}
+
+
+def serve(server, bodies: dict[str, bytes]) -> list[dict]:
+    for path, body in bodies.items():
+        server.route(path, body=body)
+    return [{"name": path.strip("/").removesuffix(".xml"), "url": server.url(path)} for path in bodies]
+
+
+def stored(project) -> list[tuple]:
+    return sorted((r["source"], r["guid"], r["link"], r["title"], r["summary"], r["published"], r["hash"])
+                  for r in project.rows())
+
+
+def test_a_run_with_parse_processes_stores_what_a_run_without_them_stores(server, tmp_path):
+    sources = serve(server, feeds(30))
+    runs = {}
+    for processes in (0, 2):
+        project = Project(tmp_path / f"p{processes}")
+        project.folder.mkdir()
+        project.write_params(SOURCES=sources, PARSE_PROCESSES=processes)
+        project.run("--once", check=True)
+        runs[processes] = stored(project)
+        assert "30 polls of 30 sources" in project.log() and project.log("errors.log") == ""
+    assert len(runs[0]) == 600 and runs[2] == runs[0]
+
+
+def parse_processes(daemon: int) -> list[int]:
+    """The pool's processes: those whose command line is the forkserver's or the resource tracker's and
+    that started after the daemon (an orphan of the daemon has the init process as parent)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"multiprocessing" in command and f"PARSER_TEST_DAEMON={daemon}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def started(project, tag: str, *, group: bool = False) -> subprocess.Popen:
+    """The daemon, marked in its environment (its pool's processes inherit the mark)."""
+    env = {**os.environ, "PARSER_TEST_DAEMON": tag}
+    return subprocess.Popen(project.command(), cwd=project.folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=group)
+
+
+@pytest.mark.parametrize("ending", ["SIGTERM", "SIGINT to the process group", "kill -9"])
+def test_no_parse_process_outlives_the_daemon(server, project, ending):
+    project.write_params(SOURCES=serve(server, feeds(3)), PARSE_PROCESSES=2, POLL_INTERVAL=1)
+    tag = f"{os.getpid()}-{ending}"
+    proc = started(project, tag, group=True)
+    wait_for(lambda: project.log().count("  new ") >= 3, "the first polls")
+    assert len(parse_processes(tag)) >= 3  # the forkserver and two parse processes (and the resource tracker)
+    if ending == "SIGTERM":
+        proc.send_signal(signal.SIGTERM)
+    elif ending == "kill -9":
+        proc.send_signal(signal.SIGKILL)
+    else:  # what Ctrl-C in a terminal does: every process of the foreground group gets it
+        os.killpg(proc.pid, signal.SIGINT)
+    code = proc.wait(timeout=60)
+    wait_for(lambda: not parse_processes(tag), "the parse processes to end", timeout=30)
+    if ending != "kill -9":
+        assert code == 0, proc.stderr.read()
+        assert "died" not in project.log("errors.log")
+        assert len(project.rows()) == 60
+
+
+def test_a_parse_process_killed_while_the_daemon_runs_costs_no_poll(server, project):
+    bodies = feeds(3)
+    project.write_params(SOURCES=serve(server, bodies), PARSE_PROCESSES=2, POLL_INTERVAL=1,
+                         FLUSH_INTERVAL=1)
+    tag = f"{os.getpid()}-killed"
+    proc = started(project, tag)
+    try:
+        wait_for(lambda: len(project.rows()) == 60, "the first polls stored")
+        workers = [pid for pid in parse_processes(tag) if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        for pid in workers:  # the forkserver goes too: a new one is started with the new pool
+            os.kill(pid, signal.SIGKILL)
+        server.route("/f1.xml", body=rss(numbered_items(3, 20, host="h1.example")))  # items 3..22: two new
+        wait_for(lambda: len(project.rows()) == 62, "the new entries stored after the kill")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert "internal error" not in project.log("errors.log")
+
+
+def test_a_steady_poll_counts_the_entries_it_did_not_read_as_duplicates(server, project):
+    """The second poll of a changed feed reads its two new entries; its line says 2 new, 18 duplicates."""
+    project.write_params(SOURCES=serve(server, {"/news.xml": rss(numbered_items(1, 20))}), POLL_INTERVAL=1,
+                         FLUSH_INTERVAL=1)
+    proc = project.start()
+    try:
+        wait_for(lambda: "news  new 20  duplicates 0" in project.log(), "the first poll")
+        later = numbered_items(3, 20)
+        later[0]["date"] = later[1]["date"] = BASE_TIME + timedelta(days=1)
+        server.route("/news.xml", body=rss(later))
+        wait_for(lambda: "news  new 2  duplicates 18" in project.log(), "the poll after the change")
+        wait_for(lambda: len(project.rows()) == 22, "the two new entries stored")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert {"Item 21", "Item 22"} <= {r["title"] for r in project.rows()}
+
+
+@pytest.mark.parametrize("value", [-1, 65, "many", 1.5, True])
+def test_a_bad_parse_processes_is_a_settings_error(project, value):
+    project.write_params(PARSE_PROCESSES=value)
+    proc = project.run("--once")
+    assert proc.returncode == 2 and "PARSE_PROCESSES" in proc.stderr, proc.stderr
