@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from parser.adapters import parse_body
 from parser.core.cpu_pool import CpuPool, ProcessDiedError
+from parser.core.cpu_slots import cores
 from parser.core.errors import ParseError
 from parser.core.record import safe_record
 from parser.pipeline.first_read import read_new
@@ -93,6 +95,34 @@ def test_a_parse_process_that_dies_is_replaced_and_only_its_own_work_fails():
         with pytest.raises(ParseError, match="empty body"):  # the work's own error comes back as it is
             pool.run(first_read, b"  ")
     finally:
+        pool.close()
+
+
+def test_on_demand_the_processes_start_only_when_work_would_wait_for_a_thread():
+    """PARSE_PROCESSES "auto": a steady poll's few bodies are parsed in the daemon's threads (one per core
+    at a time); the processes start when one more would wait, and then take all the work."""
+    pool = CpuPool(2, on_demand=True)
+    held, running = threading.Event(), threading.Semaphore(0)
+
+    def hold() -> None:
+        running.release()
+        held.wait(30)
+
+    try:
+        assert pool.run(os.getpid) == os.getpid()  # a thread is free: done here, nothing started
+        threads = [threading.Thread(target=pool.run, args=(hold,)) for _ in range(cores())]
+        for thread in threads:
+            thread.start()
+        for _ in threads:
+            assert running.acquire(timeout=30)
+        elsewhere = pool.run(os.getpid)  # every thread slot busy: the processes start
+        assert elsewhere != os.getpid()
+        held.set()
+        for thread in threads:
+            thread.join(30)
+        assert pool.run(os.getpid) != os.getpid()  # started: they take the work from now on
+    finally:
+        held.set()
         pool.close()
 
 

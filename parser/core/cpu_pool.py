@@ -8,10 +8,14 @@ waits for the records; the main thread keeps only what must be single (the uniqu
 staging file).
 
 The processes come from a forkserver (never a fork of this many-threaded process: a lock another
-thread held at the fork would stay held in the child), started at the first use with the parsing
-modules loaded once. They ignore SIGINT and SIGHUP, which a terminal sends to the whole process
-group: Ctrl-C and a reload are the daemon's to handle, and it closes the pool. A process that dies
-(a body that crashes a C parser, the kernel's OOM killer) breaks the pool: it is started again and
+thread held at the fork would stay held in the child), with the parsing modules loaded once. They
+start at the first work, or with PARSE_PROCESSES "auto" the first time work has waited
+WAIT_FOR_A_THREAD for one of the threads that may do it in the daemon's process (one per core): a
+first poll of many feeds starts them, the few changed bodies of a steady poll do not (their start,
+about 1.2 CPU s, would cost more than they save). They ignore SIGINT and SIGHUP, which a terminal
+sends to the whole process group: Ctrl-C and a reload are the daemon's to handle, and it closes the
+pool. A process that dies (a body that crashes a C parser, the kernel's OOM killer) breaks the pool:
+it is started again and
 the work asked once more, so only a body that kills it twice fails (ProcessDiedError).
 """
 from __future__ import annotations
@@ -39,7 +43,10 @@ def _read_only(mapping: dict) -> MappingProxyType:
 
 
 copyreg.pickle(MappingProxyType, lambda proxy: (_read_only, (dict(proxy),)))
-TASKS_PER_PROCESS = 2000  # a process is replaced after this many bodies: what a leak or fragmentation holds goes
+TASKS_PER_PROCESS = 2000
+# On demand: how long work may wait for a thread of the daemon's own before the processes start. A body
+# takes a few ms: a steady poll's changed feeds seldom wait this long, a first poll's queue soon does.
+WAIT_FOR_A_THREAD = 0.5  # a process is replaced after this many bodies: what a leak or fragmentation holds goes
 
 
 class ProcessDiedError(Exception):
@@ -86,12 +93,17 @@ def _alive(pid: int) -> bool:
 
 
 class CpuPool:
-    def __init__(self, processes: int, preload: tuple[str, ...] = ()):
+    def __init__(self, processes: int, preload: tuple[str, ...] = (), *, on_demand: bool = False):
         """`processes` 0: the work runs in the calling thread. `preload`: modules the forkserver imports
-        once, so that a new process starts without importing them."""
+        once, so that a new process starts without importing them. `on_demand`: the processes start
+        only when work waits for one of the threads that may do it here (one per core)."""
         self.processes = processes
         self.preload = preload
         self._pool: ProcessPoolExecutor | None = None
+        # Until work waits for a thread (one per core does it here), it is done here: the processes
+        # start only when parsing needs more than this process gives it (a first poll of many feeds),
+        # not for the few bodies of a steady poll, where their start would cost more than they save.
+        self._here = threading.BoundedSemaphore(cores()) if on_demand else None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -100,6 +112,11 @@ class CpuPool:
         Exceptions `work` raises come back as they are."""
         if not self.processes:
             return work(*args, **kwargs)
+        if self._pool is None and self._here is not None and self._here.acquire(timeout=WAIT_FOR_A_THREAD):
+            try:  # the processes are not needed yet: a thread of this process is free to do it
+                return work(*args, **kwargs)
+            finally:
+                self._here.release()
         for attempt in (1, 2):
             pool = self._started()
             try:

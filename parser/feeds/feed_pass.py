@@ -90,7 +90,8 @@ class FeedPass:
         # reads whole only the entries not among them. In memory: after a restart a first poll reads all.
         self.known: dict[str, frozenset[str]] = {}
         self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
-        self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",))
+        self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",),
+                           on_demand=settings.parse_on_demand)
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
             if any(src.full_text for src in sources) else None

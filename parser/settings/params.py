@@ -129,6 +129,7 @@ class Settings:
     shared_lease: float = 300.0     # seconds a claimed source or link is this daemon's alone
     db_timeout: float = 5.0         # seconds a flush waits to connect or for a lock (db/store.py)
     parse_processes: int = 0        # processes parsing polled bodies; 0 = in the fetching threads (cpu_pool.py)
+    parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
 
 
 # name -> default. The README's settings table is written from this list; keep them together.
@@ -322,6 +323,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
         shared_lease=float(v["SHARED_LEASE"]),
         db_timeout=float(v["DB_TIMEOUT"]),
         parse_processes=default_processes(len(sources)) if v["PARSE_PROCESSES"] == "auto" else v["PARSE_PROCESSES"],
+        parse_on_demand=v["PARSE_PROCESSES"] == "auto",
     )
 
 
