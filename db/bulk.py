@@ -48,10 +48,16 @@ def postgresql_copy(connection, table: str, fields: Sequence[str], rows: Sequenc
                     copy.set_types(types)
                 for row in chunk:
                     copy.write_row(row)
-            cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {names} FROM {_STAGED} "
-                           "ON CONFLICT (hash) DO NOTHING")
-            stored += cursor.rowcount
-            cursor.execute(f"TRUNCATE {_STAGED}")
+            stored += move_staged(cursor, _STAGED, quote(table), names, names)
+    return stored
+
+
+def move_staged(cursor, staged: str, table: str, names: str, values: str) -> int:
+    """PostgreSQL: INSERT the temporary table `staged`'s rows (`values`, in the order of the columns
+    `names`) into `table` (quoted), skipping hashes it holds; empty `staged`; return the rows stored."""
+    cursor.execute(f"INSERT INTO {table} ({names}) SELECT {values} FROM {staged} ON CONFLICT (hash) DO NOTHING")
+    stored = cursor.rowcount
+    cursor.execute(f"TRUNCATE {staged}")
     return stored
 
 

@@ -84,23 +84,6 @@ class JobTables:
     def link_counts(self, job: str) -> dict[str, int]:
         return dict(self.execute("SELECT status, count(*) FROM parser_links WHERE job = %s GROUP BY status", (job,)))
 
-    def links_claimable(self, job: str) -> bool:
-        """A link to fetch now that no daemon holds (retries not due yet aside)."""
-        rows = self.execute("SELECT EXISTS (SELECT 1 FROM parser_links WHERE job = %s AND status IN"
-                            " ('pending', 'refused') AND (lease_until IS NULL OR lease_until < now()))", (job,))
-        return bool(rows[0][0])
-
-    def seconds_to_next_link(self, job: str) -> float | None:
-        """Until a retry comes due or another daemon's lease ends (its links may come back)."""
-        rows = self.execute("""
-            SELECT EXTRACT(EPOCH FROM LEAST(
-                (SELECT min(next_at) FROM parser_links WHERE job = %(job)s AND status = 'retry'),
-                (SELECT min(lease_until) FROM parser_links WHERE job = %(job)s
-                 AND status IN ('pending', 'retry', 'refused') AND lease_owner IS NOT NULL)) - now())""",
-            {"job": job})
-        value = rows[0][0] if rows else None
-        return None if value is None else max(0.0, float(value))
-
     def link_rows(self, job: str, *, urls: Sequence[str] | None = None,
                   ids: Sequence[int] | None = None) -> list[tuple[int, str, str]]:
         """(id, url, status) of the given links."""

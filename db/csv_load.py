@@ -15,6 +15,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from db.bulk import move_staged
+
 PART_BYTES = 32 * 2**20  # file bytes per COPY and INSERT: about 8,000 rows of 4 KB, a second or two each
 BLOCK_BYTES = 2**20  # bytes per copy.write
 _STAGED = "parser_flush_csv"  # the temporary table, dropped at the end of the transaction
@@ -45,10 +47,7 @@ def postgresql_copy_csv(connection, table: str, fields: Sequence[str], path: Pat
                                  f"FORCE_NOT_NULL ({names}))") as copy:
                     block = _send_part(copy, f, block)
                 copied += cursor.rowcount
-                cursor.execute(f"INSERT INTO {quote(table)} ({names}) SELECT {values} FROM {_STAGED} "
-                               "ON CONFLICT (hash) DO NOTHING")
-                stored += cursor.rowcount
-                cursor.execute(f"TRUNCATE {_STAGED}")
+                stored += move_staged(cursor, _STAGED, quote(table), names, values)
                 header = "false"
     return stored, copied
 

@@ -16,8 +16,7 @@ from tests.conftest import ROOT, Project
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
 from tests.server import LoopbackServer
-
-INSTALLED = Path(sys.executable).parent / "parser-daemon"  # the console script of the test virtualenv
+from tests.test_check_tag_try import INSTALLED
 
 
 def run_into_closed_pipe(command: list[str], cwd: Path) -> subprocess.CompletedProcess:

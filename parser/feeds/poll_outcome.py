@@ -140,7 +140,7 @@ class OutcomeTaker:
         if isinstance(exc, HostHeldError):  # not sent: the host's hold (a job's 429) is no failure of the source
             logs.error_line(source.name, state.address(), outcome.error)
             state.last_outcome = f"held: {outcome.error}"
-            self.hold(source, state, exc.seconds, now)
+            state.hold_for(now, exc.seconds)
             return
         marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=outcome.error,
                               status=exc.status if exc is not None else None)
@@ -157,14 +157,10 @@ class OutcomeTaker:
             logs.error_line(source.name, source.url, f"marked {marked} after {state.failures} failures in a "
                             f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
         if exc is not None and exc.retry_after is not None:
-            self.hold(source, state, exc.retry_after, now)
+            state.hold_for(now, exc.retry_after)
         self.tally.errors += 1
         self.run_info.add(polls=1, errors=1)
         state.count(now, polls=1, errors=1)
-
-    def hold(self, source: Source, state: SourceState, retry_after: float, now: float) -> None:
-        """A server's Retry-After on a poll of `source`: the one place a feed's hold is recorded."""
-        state.hold_for(now, retry_after)
 
     def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
                         parsed: Parsed | None) -> None:

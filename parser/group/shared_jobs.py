@@ -111,13 +111,6 @@ class SharedLinkFile:
             self._out.update(claimed)
             yield from claimed
 
-    def has_pending(self) -> bool:
-        return bool(self._out) or self.tables.links_claimable(self.job)
-
-    def next_retry(self) -> float | None:
-        seconds = self.tables.seconds_to_next_link(self.job)
-        return None if seconds is None else self.clock() + seconds
-
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """As LinkFile.mark: done, gone, failed (retry or dead), refused (or dead), reopen."""
         marks = list(marks)

@@ -262,8 +262,9 @@ class HashFile:
         maybe = {d for d in digests if d in self.bloom}
         if not maybe:
             return digests
-        added = maybe & self.recent
-        return digests - added - self._found_in_file(maybe - added) if maybe - added else digests - added
+        added = maybe & self.recent  # added this run: known without reading the file
+        to_confirm = maybe - added
+        return digests - added - (self._found_in_file(to_confirm) if to_confirm else set())
 
     def is_new(self, digest: str) -> bool:
         return digest in self.unseen([digest])

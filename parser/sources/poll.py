@@ -168,7 +168,7 @@ class Poller:
             warnings.extend(parsed.warnings)
             if not parsed.records or len(records) >= source.max_items:
                 break
-            url = self._next_url(source, page, parsed, result.url, warnings)
+            url = self._next_url(source, page, parsed, warnings)
             if not url or url in seen:
                 break
             seen.add(url)
@@ -176,7 +176,7 @@ class Poller:
         return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
 
     @staticmethod
-    def _next_url(source: SourceView, page: int, parsed: Parsed, current: str, warnings: list[str]) -> str | None:
+    def _next_url(source: SourceView, page: int, parsed: Parsed, warnings: list[str]) -> str | None:
         options = source.api
         if options.page_param:
             return api.page_url(source, page + 1)
