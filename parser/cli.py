@@ -6,6 +6,7 @@ handler. This module only reads arguments, installs signal handlers and hands ov
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -266,6 +267,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     # SIGHUP: re-read the params file between cycles (Daemon.reload); a bad file keeps the old settings.
     signal.signal(signal.SIGHUP, lambda _signum, _frame: daemon.request_reload())
+    # SIGUSR2: every thread's stack on stderr (the journal under systemd), the daemon going on: what a
+    # daemon that will not stop or seems stuck is doing, without a debugger on the machine.
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
 
     try:
         code = daemon.run()

@@ -41,9 +41,18 @@ def start_listening(project, preexec_fn=None) -> subprocess.Popen:
 
 
 def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
-    """SIGTERM, as a service manager would: the daemon flushes and exits."""
+    """SIGTERM, as a service manager would: the daemon flushes and exits. One that does not is asked
+    for its threads' stacks (SIGUSR2), killed, and the test fails showing them: where it hung."""
     proc.send_signal(signal.SIGTERM)
-    return proc.wait(timeout=timeout)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR2)
+        time.sleep(1)  # faulthandler writes at once; a second is plenty before the kill
+        proc.kill()
+        _, stderr = proc.communicate(timeout=30)
+        raise AssertionError(f"the daemon did not stop within {timeout:g} s of SIGTERM; its stacks:\n"
+                             f"{(stderr or '')[-20000:]}") from None
 
 
 def lock_sqlite(path) -> sqlite3.Connection:

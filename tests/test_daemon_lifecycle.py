@@ -47,6 +47,24 @@ def test_sigterm_during_a_slow_fetch_still_flushes_what_was_staged(server, proje
     assert len(project.rows()) == 3
 
 
+def test_sigusr2_writes_every_threads_stack_to_stderr_and_the_daemon_goes_on(server, project):
+    """What an operator asks of a daemon that seems stuck: its stacks, without stopping it."""
+    server.route("/slow.xml", body=rss(numbered_items(1, 2)), delay=20)
+    project.write_params(SOURCES=[{"name": "slow", "url": server.url("/slow.xml")}], TIMEOUT=30,
+                         DEADLINE=60, FLUSH_INTERVAL=3600)
+    daemon = project.start()
+    try:
+        wait_for(lambda: server.hits.get("/slow.xml") == 1, "a fetch in flight")
+        daemon.send_signal(signal.SIGUSR2)  # the handler is set before the first poll
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(timeout=30)
+        stderr = daemon.stderr.read()
+    assert code == 0, stderr  # without a handler SIGUSR2 ends a process (-12)
+    assert "most recent call first" in stderr
+    assert stderr.count("Thread 0x") >= 2  # the main thread and the fetch in flight at least
+
+
 def test_a_second_daemon_on_the_same_staging_folder_refuses_and_names_the_holder(server, project):
     server.route("/l.xml", body=rss(numbered_items(1, 1)))
     project.write_params(SOURCES=[{"name": "l", "url": server.url("/l.xml")}], POLL_INTERVAL=60)
