@@ -64,6 +64,7 @@ class LoopbackServer:
         self.hits: dict[str, int] = {}
         self.requests: list[tuple[str, dict[str, str]]] = []
         self.times: list[tuple[float, str]] = []  # (time.monotonic() on arrival, path), in order
+        self.peers: list[tuple[str, int]] = []  # each request's client address: distinct ones = connections
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         server = self
@@ -114,6 +115,7 @@ class LoopbackServer:
             self.hits[path] = self.hits.get(path, 0) + 1
             self.requests.append((h.path, dict(h.headers.items())))
             self.times.append((time.monotonic(), path))
+            self.peers.append(h.client_address[:2])
         route = self.routes.get(path)
         if route is None:
             route = next((r for p, r in list(self.routes.items()) if p.endswith("*") and path.startswith(p[:-1])), None)

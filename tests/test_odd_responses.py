@@ -150,6 +150,20 @@ def test_a_last_modified_is_judged_by_the_servers_date_with_a_minute_of_skew(ser
     assert got["/ahead.xml"].future_last_modified == modified["/ahead.xml"]
 
 
+def test_polls_answered_304_and_200_keep_one_connection_to_the_host(server):
+    """In-process: a 304 hands its connection back to the pool like a whole 200 does; closing it made
+    every poll of an unchanged feed open a new connection (a TLS handshake each, on a real host)."""
+    server.route("/kept.xml", body=rss(numbered_items(1, 2)), etag='"v1"')
+    fetcher = Fetcher(user_agent="test", timeout=5, deadline=5, max_bytes=1 << 20, max_redirects=3, per_host=1)
+    try:
+        first = fetcher.get(server.url("/kept.xml"))
+        later = [fetcher.get(server.url("/kept.xml"), etag='"v1"') for _ in range(4)]
+    finally:
+        fetcher.close()
+    assert (first.status, [r.status for r in later]) == (200, [304] * 4)
+    assert len(set(server.peers)) == 1, f"{len(set(server.peers))} connections for 5 requests"
+
+
 def test_a_control_character_a_server_sends_reaches_no_log_and_no_terminal_raw(server, project):
     server.route("/esc.xml", body=b"<html><body>down</body></html>", content_type="text/html\x1b[2J\x1b[31m")
     server.route("/away.xml", status=301, headers={"Location": "gopher://example.com/\x1b]0;owned\x07"})
