@@ -6,6 +6,7 @@ safe_record only for the rows that need it. The csv module's parse itself is mos
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,26 +21,56 @@ class Cells(NamedTuple):
     unsafe: list[int]  # the rows holding what record.safe_record mends: a NUL, a lone surrogate
 
 
+# Cells a part holds, counted in characters: a part is read, inserted and let go before the next, so
+# a flush's memory follows this, not the staging file's size (200,000 staged rows of 4.4 KB, read
+# whole, took 1.9 GB at a restart; in parts, see the README's Benchmarks).
+PART_CHARS = 16 << 20
+
+
 def read_cells(path: Path) -> Cells:
-    """The header and the records of `path` with their true text (the spreadsheet escape taken off,
-    bytes that are not UTF-8 as lone surrogates), as read_rows gives them: empty lines skipped, a
-    short record padded with None, cells past the header's dropped."""
+    """The whole of `path` as one Cells (tests, benches); the flush reads it in parts (read_parts)."""
+    header: tuple[str, ...] = ()
+    rows: list[tuple[str | None, ...]] = []
+    unsafe: list[int] = []
+    for part in read_parts(path):
+        header = part.header
+        unsafe.extend(len(rows) + n for n in part.unsafe)
+        rows.extend(part.rows)
+    return Cells(header, rows, unsafe)
+
+
+def read_parts(path: Path, part_chars: int | None = None) -> Iterator[Cells]:
+    """The header and the records of `path`, in parts of about `part_chars` characters (at least one
+    part, the header alone for a file without records), with their true text (the spreadsheet escape
+    taken off, bytes that are not UTF-8 as lone surrogates), as read_rows gives them: empty lines
+    skipped, a short record padded with None, cells past the header's dropped."""
+    part_chars = part_chars or PART_CHARS
+    given = 0
     try:
-        return _read(path, "strict")
+        for part in _parts(path, "strict", 0, part_chars):
+            given += len(part.rows)
+            yield part
     except UnicodeDecodeError:  # bytes that are not UTF-8 (a file of an older version): rare
-        return _read(path, "surrogateescape")
+        # Read again from the start, the records already given skipped: the same records, since a
+        # byte taken as a surrogate is never a quote, a comma or a line end.
+        yield from _parts(path, "surrogateescape", given, part_chars)
 
 
-def _read(path: Path, errors: str) -> Cells:
+def _parts(path: Path, errors: str, skip: int, part_chars: int) -> Iterator[Cells]:
     with open(path, newline="", encoding="utf-8-sig", errors=errors) as f:
         reader = csv.reader(f)
         header = tuple(next(reader, ()))
         width = len(header)
         rows: list[tuple[str | None, ...]] = []
         unsafe: list[int] = []
+        size = 0
+        given = False
         for row in reader:
             if not row:
                 continue  # an empty line (a person's edit)
+            if skip:
+                skip -= 1
+                continue
             joined = "\x1f".join(row)  # one string to look in, at C speed, instead of each cell
             if joined.startswith(_ESCAPE) or "\x1f" + _ESCAPE in joined:
                 row = [_true_text(cell) for cell in row]
@@ -48,4 +79,9 @@ def _read(path: Path, errors: str) -> Cells:
             # A tuple: the garbage collector stops looking at one that holds only strings (a list it
             # would walk at every full collection while 200,000 of them are read: a quarter of the time).
             rows.append(tuple(row) if len(row) == width else tuple((row + [None] * width)[:width]))
-    return Cells(header, rows, unsafe)
+            size += len(joined)
+            if size >= part_chars:
+                yield Cells(header, rows, unsafe)
+                rows, unsafe, size, given = [], [], 0, True
+        if rows or not given:
+            yield Cells(header, rows, unsafe)

@@ -20,7 +20,7 @@ from db.store import Database
 
 from ..core.errors import RecordRefusedError, StorageError
 from ..core.record import AnyRecord, safe_record
-from .batch_read import read_cells
+from .batch_read import read_parts
 from .dedup import Uniqueness, open_uniqueness
 from .history import History
 from .identity import Identity
@@ -119,7 +119,9 @@ class Sink:
         """Load every pending batch into the table; return (rows written, rows already stored).
 
         Rotate, insert ignoring known hashes, commit, then delete the batch: a crash anywhere in
-        between is repaired by doing it again.
+        between is repaired by doing it again. A batch read here goes in parts of
+        batch_read.PART_CHARS, each committed: after a crash or a failed part, the parts already in
+        are counted as already stored when the batch is loaded again.
         """
         self.staging.rotate()
         written = already = 0
@@ -134,15 +136,19 @@ class Sink:
 
     def _load(self, db: Database, batch: Path) -> tuple[int, int]:
         """Load one batch file; return (rows written, rows in it). PostgreSQL parses the file itself;
-        when it cannot or refuses something, the file is read here and inserted as rows."""
+        when it cannot or refuses something, the file is read here and inserted as rows, a part at a
+        time: the memory a flush takes follows the part, not the file."""
         loaded = db.insert_file(self.table, self.columns, batch, read_header(batch) or (),
                                 escaped_start=ESCAPED_START)
         if loaded is not None:
             return loaded
-        cells = read_cells(batch)
-        for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
-            cells.rows[unsafe] = list(safe_record(dict(enumerate(cells.rows[unsafe]))).values())
-        return (self._insert(db, cells.header, cells.rows) if cells.rows else 0), len(cells.rows)
+        written = rows = 0
+        for cells in read_parts(batch):  # each part inserted (its own transaction) and let go before the next
+            for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
+                cells.rows[unsafe] = list(safe_record(dict(enumerate(cells.rows[unsafe]))).values())
+            written += self._insert(db, cells.header, cells.rows) if cells.rows else 0
+            rows += len(cells.rows)
+        return written, rows
 
     def _insert(self, db: Database, fields: Sequence[str], rows: Sequence[Sequence[str | None]]) -> int:
         """Insert rows (cells in the order of `fields`); when the database refuses a value, find the
