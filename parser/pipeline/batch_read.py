@@ -24,7 +24,7 @@ class Cells(NamedTuple):
 # Cells a part holds, counted in characters: a part is read, inserted and let go before the next, so
 # a flush's memory follows this, not the staging file's size (200,000 staged rows of 4.4 KB, read
 # whole, took 1.9 GB at a restart; in parts, see the README's Benchmarks).
-PART_CHARS = 16 << 20
+PART_CHARS = 4 << 20
 
 
 def read_cells(path: Path) -> Cells:
