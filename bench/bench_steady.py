@@ -14,7 +14,8 @@ validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCU
    validators: newsboat's reload 4;
 4. 100 % changed, 2 more new entries each: newsboat's reload 5.
 Between rounds only the bodies change. Per round and side: wall s, CPU s and peak RSS (and PSS) of the whole
-process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average, rows stored (ours: `items` in
+process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling,
+from the round's first request to its last), rows stored (ours: `items` in
 db/items.db; newsboat: `rss_item` in its cache.db) and the requests the servers saw (how many conditional);
 then ours/newsboat, and the goals of issue 20 beside the figures. Who goes first alternates by round.
 `--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says otherwise (goal: <= 100 s,
@@ -61,6 +62,7 @@ class Run:
     requests: int
     conditional: int
     timings: dict | None = None
+    polling_cores: float | None = None  # cores busy from the round's first request to its last
 
 
 class ServedFeeds:
@@ -91,6 +93,11 @@ class ServedFeeds:
                 continue
             _new_version(route, f"r{round_}-f{n}", now.timestamp())
         return count - failed, failed
+
+    def request_span(self, since: float) -> tuple[float, float] | None:
+        """(first, last) time.monotonic() of the requests the servers saw after `since`: the polling."""
+        times = [t for server in self.servers for t, _ in list(server.times) if t >= since]
+        return (min(times), max(times)) if times else None
 
     def requests_since_last(self) -> tuple[int, int]:
         """(requests, conditional ones) the servers saw since the last call."""
@@ -127,9 +134,13 @@ class Sides:
         timings = self.ours_dir / "timings.json"
         command = [sys.executable, "-m", "bench.once_timed", str(timings)] if self.phases \
             else [sys.executable, "run_daemon.py"]
+        started = time.monotonic()
         usage = measure(command + ["--params", str(self.params), "--once"], cwd=ROOT)
-        return self._record("ours", f"--once {round_}", usage, self.ours_dir / "db" / "items.db", "items",
-                            json.loads(timings.read_text()) if self.phases and timings.exists() else None)
+        span = self.feeds.request_span(started)
+        run = self._record("ours", f"--once {round_}", usage, self.ours_dir / "db" / "items.db", "items",
+                           json.loads(timings.read_text()) if self.phases and timings.exists() else None)
+        run.polling_cores = usage.cores_between(*span) if span else None
+        return run
 
     def newsboat(self, reload: int) -> Run:
         command, env = self.boat
@@ -177,6 +188,8 @@ def print_round(round_: int, changed: int, failed: int, runs: list[Run]) -> None
             print(f"    ({run.side} said: {u.said})")
         if u.orphans_killed:
             print(f"    ({run.side} left {u.orphans_killed} processes running: killed)")
+        if run.polling_cores is not None:
+            print(f"    ({run.side}: {run.polling_cores:.2f} cores busy while polling, first request to last)")
         if run.timings:
             phases({"timings": run.timings, "seconds": u.seconds})
     ours, boat = _compared(runs)
@@ -200,8 +213,13 @@ def print_goals(results: dict[int, tuple[int, list[Run]]], feeds: int) -> None:
     if boat:
         _goal(f"first poll, wall <= {FIRST_WALL_RATIO}x newsboat's ({boat.label})",
               _ratio(ours, boat, "seconds"), FIRST_WALL_RATIO, "x")
-    _goal(f"first poll, cores busy >= {FIRST_CORES} (the whole run's average: start-up and flush included)",
-          -ours.usage.cores, -FIRST_CORES, "")
+    if ours.polling_cores is not None:
+        _goal(f"first poll, cores busy >= {FIRST_CORES} while polling (first request to last; "
+              f"the whole run, start-up and flush included: {ours.usage.cores:.2f})",
+              -ours.polling_cores, -FIRST_CORES, "")
+    else:
+        _goal(f"first poll, cores busy >= {FIRST_CORES} (the whole run's average: start-up and flush included)",
+              -ours.usage.cores, -FIRST_CORES, "")
     _goal(f"first poll, peak RSS <= {FIRST_PEAK_MIB} MiB (process tree; PSS {ours.usage.peak_pss_mib:.0f} MiB)",
           ours.usage.peak_mib, FIRST_PEAK_MIB, "MiB")
     if 3 in results and results[3][0]:

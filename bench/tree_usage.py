@@ -4,6 +4,8 @@ summed over the tree. Linux only (/proc, prctl).
 - CPU: our RUSAGE_CHILDREN before and after, which counts every process reaped, with what each of them reaped
   (os.wait4's rusage of one child is the same thing). A pool worker left behind by its parent (an os._exit)
   is reparented to us, a child subreaper, and reaped here: its CPU counts too.
+- Cores busy over a span (cores_between): the live tree's user + system seconds from /proc/PID/stat at
+  each sample, so a phase of a run (the polling, without start-up and flush) can be measured.
 - Peak RSS: the largest sum of RSS over the tree at one sample, every SAMPLE_EVERY seconds, since a parse
   pool spreads memory over several processes and ru_maxrss is one process's peak. Pages the processes share
   (what a forkserver's children inherit) count once per process in that sum: an upper bound. The sum of PSS
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 SAMPLE_EVERY = 0.05
 ORPHANS_GRACE = 30.0  # seconds the processes left behind by the child get to end on their own
 _PR_SET_CHILD_SUBREAPER = 36
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,22 @@ class TreeUsage:
     peak_pss_mib: float  # the largest sum of PSS over the tree at one sample
     orphans_killed: int  # descendants still alive ORPHANS_GRACE after the child ended
     said: str           # the tail of its stderr when it failed
+    cpu_series: tuple[tuple[float, float], ...] = ()  # (time.monotonic(), CPU s of the live tree) per sample
 
     @property
     def cores(self) -> float:
         """Cores busy on average over the wall time."""
         return self.cpu / self.seconds if self.seconds else 0.0
+
+    def cores_between(self, start: float, end: float) -> float | None:
+        """Cores busy on average between two time.monotonic() moments, from the samples around them
+        (None when fewer than two samples fall in or around the span). A process that ended within the
+        span takes its CPU out of the later samples: measure a span where the tree's processes live."""
+        inside = [(t, cpu) for t, cpu in self.cpu_series if start <= t <= end]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        (t0, c0), (t1, c1) = inside[0], inside[-1]
+        return (c1 - c0) / (t1 - t0)
 
 
 def measure(command: list[str], **popen_kwargs) -> TreeUsage:
@@ -63,7 +77,7 @@ def measure(command: list[str], **popen_kwargs) -> TreeUsage:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return TreeUsage(seconds, proc.returncode, cpu, sampler.peak_rss_kib / 1024, sampler.peak_pss_kib / 1024,
-                     killed, stderr[-300:])
+                     killed, stderr[-300:], tuple(sampler.cpu_series))
 
 
 def descendants(root: int) -> list[int]:
@@ -88,6 +102,16 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system seconds of one live process (0 when it has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: stat's fields 14 and 15
+
+
 def _memory_kib(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of one process in KiB; (0, 0) when it has ended or is a zombie (which holds no memory)."""
     rss = pss = 0
@@ -109,12 +133,15 @@ class _PeakSampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak_rss_kib = self.peak_pss_kib = 0
+        self.cpu_series: list[tuple[float, float]] = []
         self._done = threading.Event()
 
     def run(self) -> None:
         me = os.getpid()
         while True:
-            sizes = [_memory_kib(pid) for pid in descendants(me)]
+            tree = descendants(me)
+            self.cpu_series.append((time.monotonic(), sum(_cpu_seconds(pid) for pid in tree)))
+            sizes = [_memory_kib(pid) for pid in tree]
             self.peak_rss_kib = max(self.peak_rss_kib, sum(rss for rss, _ in sizes))
             self.peak_pss_kib = max(self.peak_pss_kib, sum(pss for _, pss in sizes))
             if self._done.wait(SAMPLE_EVERY):

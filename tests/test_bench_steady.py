@@ -83,3 +83,35 @@ def test_the_whole_tree_is_measured_an_orphaned_worker_included():
     assert usage["code"] == 0 and usage["killed"] == 0
     assert usage["cpu"] >= 0.4          # the worker's CPU, spent after its parent had gone
     assert usage["peak"] >= 64 and usage["pss"] >= 64  # the worker's memory, though its parent has ended
+
+
+# Sleeps 0.6 s, then spends 0.5 s of CPU; writes the monotonic clock (system-wide) at each change of phase.
+_SLEEPS_THEN_WORKS = """
+import sys, time
+marks = [time.monotonic()]
+time.sleep(0.6)
+marks.append(time.monotonic())
+start = time.process_time()
+while time.process_time() - start < 0.5:
+    pass
+marks.append(time.monotonic())
+open(sys.argv[1], "w").write(" ".join(map(str, marks)))
+"""
+_MEASURE_SPANS = """
+import json, sys
+from bench.tree_usage import measure
+usage = measure([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+asleep, busy, done = map(float, open(sys.argv[2]).read().split())
+spans = {"asleep": (asleep, busy), "busy": (busy, done)}
+print(json.dumps({name: [usage.cores_between(a, b), b - a] for name, (a, b) in spans.items()}))
+"""
+
+
+def test_cores_busy_over_a_span_of_the_run(tmp_path):
+    """What bench_steady reports as the cores busy while polling: the tree's CPU between two moments."""
+    said = subprocess.run([sys.executable, "-c", _MEASURE_SPANS, _SLEEPS_THEN_WORKS, str(tmp_path / "marks")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=True)
+    spans = json.loads(said.stdout)
+    (asleep, asleep_for), (busy, busy_for) = spans["asleep"], spans["busy"]
+    assert asleep is not None and asleep * asleep_for < 0.1  # CPU s spent while it slept
+    assert busy is not None and busy * busy_for > 0.3  # of the 0.5 CPU s it spent, whatever the load
