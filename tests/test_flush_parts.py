@@ -10,6 +10,7 @@ import tracemalloc
 import pytest
 
 from db.store import Database
+from parser.core.errors import StorageError
 from parser.core.record import RECORD_FIELDS
 from parser.pipeline import batch_read
 from parser.pipeline.batch_read import read_parts
@@ -121,4 +122,34 @@ def test_a_flush_reads_in_parts_and_holds_about_a_part_not_the_file(tmp_path, sq
         tracemalloc.stop()
     assert peak < size / 4, f"the flush held {peak / 2**20:.1f} MiB at its peak for a {size / 2**20:.1f} MiB file"
     assert select(url, "SELECT COUNT(*) FROM items") == [(2000,)]
+    sink.close()
+
+
+def test_a_part_that_fails_leaves_the_batch_for_the_next_flush_which_stores_every_row_once(
+        tmp_path, sqlite_db, monkeypatch):
+    """The database goes away after the first part is committed: the batch stays; the next flush loads it
+    whole, the first part's rows counted as already stored, none twice."""
+    db, url = sqlite_db
+    monkeypatch.setattr(batch_read, "PART_CHARS", 20_000)
+    sink = open_sink(tmp_path / "staging")
+    sink.stage([long_entry(n) for n in range(100)])
+    insert = db.insert_new
+    calls = []
+
+    def fails_after_the_first_part(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise StorageError("cannot write to table items: database is locked")
+        return insert(*args, **kwargs)
+
+    monkeypatch.setattr(db, "insert_new", fails_after_the_first_part)
+    with pytest.raises(StorageError):
+        sink.flush(db)
+    first_part = select(url, "SELECT COUNT(*) FROM items")[0][0]
+    assert 0 < first_part < 100
+    assert len(sink.staging.batches()) == 1  # the batch kept
+    monkeypatch.setattr(db, "insert_new", insert)
+    assert sink.flush(db) == (100 - first_part, first_part)
+    assert [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")] == [f"item {n}" for n in range(100)]
+    assert not sink.staging.batches()
     sink.close()
