@@ -11,6 +11,7 @@ from email.utils import formatdate
 import pytest
 
 from parser.core import logs
+from parser.core.errors import FetchError
 from parser.fetch.http import Fetcher
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
@@ -162,6 +163,27 @@ def test_polls_answered_304_and_200_keep_one_connection_to_the_host(server):
         fetcher.close()
     assert (first.status, [r.status for r in later]) == (200, [304] * 4)
     assert len(set(server.peers)) == 1, f"{len(set(server.peers))} connections for 5 requests"
+
+
+def test_an_empty_answer_keeps_the_connection_and_an_unread_page_closes_it(server):
+    """In-process: an empty 404 and an empty redirect hand their connection back like a 304; an error
+    page's body is never read just to keep the connection, so the request after it opens a new one."""
+    server.route("/kept.xml", body=rss(numbered_items(1, 2)))
+    server.route("/gone.xml", status=404, body=b"")
+    server.route("/away.xml", status=302, body=b"", headers={"Location": "/kept.xml"})
+    server.route("/broken.xml", status=500, body=b"<html>" + b"x" * 5000 + b"</html>")
+    fetcher = Fetcher(user_agent="test", timeout=5, deadline=5, max_bytes=1 << 20, max_redirects=3, per_host=1)
+    try:
+        with pytest.raises(FetchError):
+            fetcher.get(server.url("/gone.xml"))
+        assert fetcher.get(server.url("/away.xml")).status == 200
+        assert len(set(server.peers)) == 1  # 404, 302 and 200 over one connection
+        with pytest.raises(FetchError):
+            fetcher.get(server.url("/broken.xml"))
+        fetcher.get(server.url("/kept.xml"))
+    finally:
+        fetcher.close()
+    assert len(set(server.peers)) == 2  # the 500's page left unread: its connection closed
 
 
 def test_a_control_character_a_server_sends_reaches_no_log_and_no_terminal_raw(server, project):

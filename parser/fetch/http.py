@@ -161,6 +161,17 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
+def _end(response: requests.Response, cutoff: _Cutoff) -> None:
+    """Done with a response. One with nothing left to read (a 304, a 204, an empty page, a body read
+    to its end) hands its connection back to the pool: the next request to the host reuses it, where
+    closing it cost every poll of an unchanged feed a new connection (a TLS handshake on a real host).
+    Any other is closed: a body left unread (a redirect's, an error page's, one over the cap) is never
+    read just to keep its connection, nor is one whose deadline cut the socket."""
+    if response.raw.length_remaining == 0 and not cutoff.fired:
+        response.raw.read()  # reads nothing; at the end urllib3 puts the connection back in the pool
+    response.close()
+
+
 def _shutdown(sock: socket.socket | None) -> None:
     """Wake a thread blocked reading `sock`: its recv returns end-of-file at once."""
     if sock is None:
@@ -302,7 +313,7 @@ class Fetcher:
                             asked.refused(current, exc.retry_after)
                     raise
                 finally:
-                    response.close()
+                    _end(response, cutoff)
         raise FetchError(f"more than {self.max_redirects} redirects")
 
     def with_timeout(self, seconds: float) -> Fetcher:
@@ -326,7 +337,7 @@ class Fetcher:
                                          "for a POST)", status=response.status_code)
                     return self._finish(response, url, deadline, None, cutoff)
                 finally:
-                    response.close()
+                    _end(response, cutoff)
         finally:
             cutoff.cancel()
             _fetching.cutoff = None
@@ -352,10 +363,6 @@ class Fetcher:
         status = response.status_code
         headers = {k.lower(): v for k, v in response.headers.items()}
         if status == 304:
-            # A 304 has no body; reading its end hands the connection back to the pool (urllib3 does
-            # on a response read to its end), where closing it would cost the next poll of this host
-            # a new connection: the bulk of an unchanged poll's CPU, and a TLS handshake per poll.
-            response.raw.read()
             return FetchResult(url=url, status=304, headers=headers, moved_to=moved_to,
                                etag=headers.get("etag"), last_modified=headers.get("last-modified"))
         if status >= 400 or status < 200:
