@@ -19,71 +19,50 @@ changed feeds: a daemon spreads its polls over the interval, so a window may hol
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.bench_once_real import DATA, ROOT, serve, write_params
 from bench.bench_steady import ServedFeeds
-from bench.tree_usage import descendants
+from bench.tree_usage import tree_cpu
 
 POLL_LINE = re.compile(r"  (feed\d+)  (304 not modified|new \d+|error)")
 FLUSH_LINE = re.compile(r"flush \(interval\): [1-9]\d* rows written")
 FLUSH_EVERY = 5  # FLUSH_INTERVAL: each measured cycle holds its own flush and ends after one more turn
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu(root: int) -> float:
-    """User + system seconds of `root` and every live descendant (the pool's processes live as long as it)."""
-    total = 0
-    for pid in [root, *descendants(root)]:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / CLOCK_TICKS
 
 
 def polled(log: Path, errors: bool = False) -> dict[str, int]:
     """How many times each feed has answered (304 or new; with `errors`, failed too), from parser.log."""
     counts: dict[str, int] = {}
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    for name, outcome in POLL_LINE.findall(text):
+    for name, outcome in POLL_LINE.findall(_text(log)):
         if errors or outcome != "error":
             counts[name] = counts.get(name, 0) + 1
     return counts
 
 
-def wait_cycle(log: Path, names: set[str], times: int, proc: subprocess.Popen, limit: float) -> None:
-    """Until each of `names` has answered `times` times."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the daemon exited {proc.returncode}")
-        counts = polled(log)
-        if all(counts.get(n, 0) >= times for n in names):
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"timed out after {limit:g} s waiting for cycle {times}")
-
-
 def flushed(log: Path) -> int:
     """How many flushes have written rows, from parser.log."""
-    return len(FLUSH_LINE.findall(log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""))
+    return len(FLUSH_LINE.findall(_text(log)))
 
 
-def wait_flushes(log: Path, count: int, proc: subprocess.Popen, limit: float) -> None:
+def _text(log: Path) -> str:
+    return log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+
+
+def wait(condition: Callable[[], bool], what: str, proc: subprocess.Popen, limit: float) -> None:
+    """Until `condition()`; the bench ends, saying what it waited for, if the daemon exits or `limit` passes."""
     deadline = time.monotonic() + limit
-    while flushed(log) < count:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"no flush {count} (daemon exit {proc.poll()})")
+    while not condition():
+        if proc.poll() is not None:
+            raise SystemExit(f"the daemon exited {proc.returncode} while waiting for {what}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {limit:g} s waiting for {what}")
         time.sleep(0.2)
 
 
@@ -109,20 +88,18 @@ def main() -> None:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             limit = args.interval * 4 + 120
-            deadline = time.monotonic() + limit
-            while len(polled(log, errors=True)) < len(urls) and time.monotonic() < deadline:
-                time.sleep(0.2)  # the first poll: every feed answered or failed
+            wait(lambda: len(polled(log, errors=True)) == len(urls), "the first poll of every feed", proc, limit)
             names = set(polled(log))
-            wait_flushes(log, 1, proc, limit)  # the first poll's rows in the database: not this bench's
+            wait(lambda: flushed(log) >= 1, "the first poll's flush", proc, limit)  # not this bench's
             rows = []
             for cycle, share in ((2, 0.0), (3, args.changed)):
                 changed = feeds.change(share, cycle)[0] if share else 0
                 feeds.requests_since_last()
                 flushes = flushed(log)
                 before, started = tree_cpu(proc.pid), time.monotonic()
-                wait_cycle(log, names, cycle, proc, limit)
+                wait(lambda c=cycle: all(polled(log).get(n, 0) >= c for n in names), f"cycle {cycle}", proc, limit)
                 if changed:  # the cycle's own flush of its new rows
-                    wait_flushes(log, flushes + 1, proc, limit)
+                    wait(lambda f=flushes: flushed(log) > f, f"cycle {cycle}'s flush", proc, limit)
                 time.sleep(FLUSH_EVERY + 1)  # a flush turn after the last poll, with or without rows
                 cpu, seconds = tree_cpu(proc.pid) - before, time.monotonic() - started
                 requests, conditional = feeds.requests_since_last()

@@ -82,7 +82,18 @@ def measure(command: list[str], **popen_kwargs) -> TreeUsage:
 
 def descendants(root: int) -> list[int]:
     """Every process below `root`, from the parent pids in /proc/*/stat (a process may end meanwhile)."""
-    children: dict[int, list[int]] = {}
+    return _tree(_scan(), root)
+
+
+def tree_cpu(root: int) -> float:
+    """User + system seconds of `root` and of every live descendant, from one walk of /proc."""
+    processes = _scan()
+    return sum(processes[pid][1] for pid in [root, *_tree(processes, root)] if pid in processes)
+
+
+def _scan() -> dict[int, tuple[int, float]]:
+    """pid -> (parent pid, user + system seconds) of every process, from /proc/*/stat."""
+    processes: dict[int, tuple[int, float]] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -90,26 +101,24 @@ def descendants(root: int) -> list[int]:
             with open(f"/proc/{entry.name}/stat", "rb") as f:
                 stat = f.read()
         except OSError:
-            continue
+            continue  # it ended meanwhile
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ")".
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+        fields = stat[stat.rindex(b")") + 2:].split()
+        # ppid, then utime and stime (stat's fields 4, 14 and 15)
+        processes[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS)
+    return processes
+
+
+def _tree(processes: dict[int, tuple[int, float]], root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in processes.items():
+        children.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:
         below = children.get(todo.pop(), [])
         found.extend(below)
         todo.extend(below)
     return found
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system seconds of one live process (0 when it has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: stat's fields 14 and 15
 
 
 def _memory_kib(pid: int) -> tuple[int, int]:
@@ -139,8 +148,9 @@ class _PeakSampler(threading.Thread):
     def run(self) -> None:
         me = os.getpid()
         while True:
-            tree = descendants(me)
-            self.cpu_series.append((time.monotonic(), sum(_cpu_seconds(pid) for pid in tree)))
+            processes = _scan()  # one walk of /proc: the tree and its CPU
+            tree = _tree(processes, me)
+            self.cpu_series.append((time.monotonic(), sum(processes[pid][1] for pid in tree)))
             sizes = [_memory_kib(pid) for pid in tree]
             self.peak_rss_kib = max(self.peak_rss_kib, sum(rss for rss, _ in sizes))
             self.peak_pss_kib = max(self.peak_pss_kib, sum(pss for _, pss in sizes))
