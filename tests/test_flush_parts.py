@@ -15,6 +15,7 @@ from parser.core.record import RECORD_FIELDS
 from parser.pipeline import batch_read
 from parser.pipeline.batch_read import read_parts
 from parser.pipeline.staging import read_rows
+from tests.process import lock_sqlite
 from tests.test_flush_bulk import entry, open_sink, quarantined, run_sql, select, write_batch
 
 PARAGRAPH = "<p>" + "words of a long post " * 20 + "</p>"  # about 400 characters
@@ -32,14 +33,14 @@ def sqlite_db(tmp_path):
     database.close()
 
 
-def staged_batch(staging, sink):
+def staged_batch(sink):
     """The staging file as the flush will read it: rotated into its batch file."""
     sink.staging.rotate()
     (batch,) = sink.staging.batches()
     return batch
 
 
-def test_the_parts_together_are_the_file(tmp_path, monkeypatch):
+def test_the_parts_together_are_the_file(tmp_path):
     sink = open_sink(tmp_path / "staging")
     sink.stage([long_entry(n) for n in range(120)])
     parts = list(read_parts(sink.staging.path, part_chars=20_000))
@@ -95,7 +96,7 @@ def test_bytes_not_utf8_in_a_later_part_are_stored_once_with_every_other_row(tmp
     monkeypatch.setattr(batch_read, "PART_CHARS", 20_000)
     sink = open_sink(tmp_path / "staging")
     sink.stage([long_entry(n) for n in range(200)])
-    batch = staged_batch(tmp_path / "staging", sink)
+    batch = staged_batch(sink)
     data = batch.read_bytes()
     at = data.index(b"item 170")
     batch.write_bytes(data[:at] + b"item \xff" + data[at + 6:])  # "item 170" -> "item \xff70"
@@ -125,31 +126,34 @@ def test_a_flush_reads_in_parts_and_holds_about_a_part_not_the_file(tmp_path, sq
     sink.close()
 
 
-def test_a_part_that_fails_leaves_the_batch_for_the_next_flush_which_stores_every_row_once(
-        tmp_path, sqlite_db, monkeypatch):
-    """The database goes away after the first part is committed: the batch stays; the next flush loads it
-    whole, the first part's rows counted as already stored, none twice."""
-    db, url = sqlite_db
+def test_a_part_that_fails_leaves_the_batch_for_the_next_flush_which_stores_every_row_once(tmp_path, monkeypatch):
+    """Another process takes the database's write lock once the first part is committed: the batch
+    stays; the next flush loads it whole, the first part's rows counted as already stored, none twice."""
+    path = tmp_path / "db" / "items.db"
+    url = f"sqlite:///{path}"
+    db = Database(url, timeout=0.2)  # a lock waited on this long, then the flush fails as locked
     monkeypatch.setattr(batch_read, "PART_CHARS", 20_000)
     sink = open_sink(tmp_path / "staging")
     sink.stage([long_entry(n) for n in range(100)])
-    insert = db.insert_new
-    calls = []
+    parts = batch_read.read_parts
+    blocker = []
 
-    def fails_after_the_first_part(*args, **kwargs):
-        calls.append(1)
-        if len(calls) > 1:
-            raise StorageError("cannot write to table items: database is locked")
-        return insert(*args, **kwargs)
+    def locked_after_the_first(*args, **kwargs):  # the real parts; the lock taken between the first two
+        for n, part in enumerate(parts(*args, **kwargs)):
+            if n == 1 and not blocker:  # at the first flush only
+                blocker.append(lock_sqlite(path))
+            yield part
 
-    monkeypatch.setattr(db, "insert_new", fails_after_the_first_part)
-    with pytest.raises(StorageError):
+    monkeypatch.setattr("parser.pipeline.sink.read_parts", locked_after_the_first)
+    with pytest.raises(StorageError, match="locked"):
         sink.flush(db)
+    blocker[0].execute("ROLLBACK")
+    blocker[0].close()
     first_part = select(url, "SELECT COUNT(*) FROM items")[0][0]
     assert 0 < first_part < 100
     assert len(sink.staging.batches()) == 1  # the batch kept
-    monkeypatch.setattr(db, "insert_new", insert)
     assert sink.flush(db) == (100 - first_part, first_part)
     assert [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")] == [f"item {n}" for n in range(100)]
     assert not sink.staging.batches()
     sink.close()
+    db.close()

@@ -64,7 +64,7 @@ def _parts(path: Path, errors: str, skip: int, part_chars: int) -> Iterator[Cell
         rows: list[tuple[str | None, ...]] = []
         unsafe: list[int] = []
         size = 0
-        given = False
+        yielded = False
         for row in reader:
             if not row:
                 continue  # an empty line (a person's edit)
@@ -82,6 +82,6 @@ def _parts(path: Path, errors: str, skip: int, part_chars: int) -> Iterator[Cell
             size += len(joined)
             if size >= part_chars:
                 yield Cells(header, rows, unsafe)
-                rows, unsafe, size, given = [], [], 0, True
-        if rows or not given:
+                rows, unsafe, size, yielded = [], [], 0, True
+        if rows or not yielded:
             yield Cells(header, rows, unsafe)
