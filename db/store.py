@@ -38,10 +38,6 @@ DEFAULT_TIMEOUT = 5.0  # DB_TIMEOUT's default: seconds to connect, and to wait f
 # PostgreSQL: any one statement (a COPY or an INSERT of bulk.COPY_ROWS rows) ends after this long even
 # when it waits on no lock (a stalled disk, a user's slow trigger), so nothing holds the loop for longer.
 STATEMENT_LIMIT = 60.0
-# PostgreSQL: memory for the flush's temporary table (db/csv_load.py), so that a part of PART_BYTES
-# stays in memory instead of going to disk (the server's default is 8 MB): bench_flush's 200,000 rows
-# 19.7 -> 18.2-18.4 s. Allocated by the server only as the temporary table grows, freed at its drop.
-TEMP_BUFFERS = "64MB"
 
 
 class Database:
@@ -192,10 +188,6 @@ class Database:
         with connection.cursor() as cursor:
             cursor.execute(f"SET lock_timeout = '{math.ceil(self.timeout * 1000)}ms'")
             cursor.execute(f"SET statement_timeout = '{math.ceil(STATEMENT_LIMIT * 1000)}ms'")
-            try:
-                cursor.execute(f"SET temp_buffers = '{TEMP_BUFFERS}'")
-            except self._driver_errors:  # a pooler's server connection that held a temporary table before
-                pass  # the flush is slower, not wrong
         connection.autocommit = autocommit
 
     def _explain(self, fault: Fault, exc: BaseException) -> str:

@@ -59,23 +59,3 @@ def crash_after_commit_before_delete(server, project, db_url: str) -> None:
     project.run("--once", check=True)
     assert not batch.exists()
     assert "3 already stored" in project.log()
-
-
-@pytest.mark.postgres
-def test_the_flushs_connections_keep_a_part_of_the_temporary_table_in_memory(pg_url):
-    """temp_buffers raised for the daemon's connections (the server's 8 MB default spilled each part
-    of the staging file to disk); a pooler's connection that used a temporary table before, where the
-    server refuses the change, still connects with its lock and statement bounds."""
-    from db.store import TEMP_BUFFERS, Database
-    db = Database(pg_url.replace("postgresql://", "postgresql+psycopg://"))
-    try:
-        with db.engine.connect() as conn:
-            assert conn.exec_driver_sql("SHOW temp_buffers").scalar() == TEMP_BUFFERS
-        with psycopg.connect(pg_url, autocommit=True) as used:
-            used.execute("CREATE TEMPORARY TABLE before_us (x int)")
-            used.execute("INSERT INTO before_us VALUES (1)")  # its buffers in use: the server now refuses
-            db._bound_session(used, None)  # what the engine's connect event runs on a new connection
-            assert used.execute("SHOW temp_buffers").fetchone()[0] != TEMP_BUFFERS
-            assert used.execute("SHOW lock_timeout").fetchone()[0] == "5s"
-    finally:
-        db.close()
