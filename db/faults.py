@@ -69,6 +69,11 @@ def _postgresql(sqlstate: str, constraint: str | None, key_constraint: str | Non
 
 def _sqlite(error: sqlite3.Error) -> Fault:
     name = getattr(error, "sqlite_errorname", "") or ""
+    # A trigger's RAISE(ABORT/FAIL/ROLLBACK, ...) is an IntegrityError too, but says whatever its author
+    # wrote ("writes paused for maintenance") and carries no code telling a value's fault from a pause;
+    # kept staged and retried, as PostgreSQL's RAISE EXCEPTION (SQLSTATE P0001) is: keeping is safe.
+    if name == "SQLITE_CONSTRAINT_TRIGGER":
+        return Fault.AWAY
     if isinstance(error, (sqlite3.IntegrityError, sqlite3.DataError)) or name == "SQLITE_TOOBIG":
         return Fault.RECORD
     # SQLITE_READONLY_DBMOVED: the file was replaced or removed under an open connection.
