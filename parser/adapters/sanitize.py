@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import nh3
 
-from ..core.record import RECORD_FIELDS, Record, clean_text, plain_text, safe_text
+from ..core.record import LIST_FIELDS, RECORD_FIELDS, Record, clean_text, plain_text, safe_text
 
 TITLE_MAX = 500
 
@@ -61,11 +61,33 @@ def _cleaner(base: str) -> nh3.Cleaner:
 
 
 def finish_record(record: Mapping[str, Any]) -> Record:
-    """The record as it is stored: every field present as text, title capped, content sanitized.
-    A record's optional `base` (not stored) is the address its content's relative links are relative to."""
-    out = {name: clean_text(record.get(name)) if name != "content" else
-           safe_html(record.get(name), str(record.get("base") or "")) for name in RECORD_FIELDS}
+    """The record as it is stored: every field present (text, or a list for LIST_FIELDS), title capped,
+    content sanitized. A record's optional `base` (not stored) is the address its content's relative
+    links are relative to."""
+    out: dict[str, Any] = {}
+    for name in RECORD_FIELDS:
+        value = record.get(name)
+        if name == "content":
+            out[name] = safe_html(value, str(record.get("base") or ""))
+        elif name in LIST_FIELDS:
+            out[name] = _clean_list(value)
+        else:
+            out[name] = clean_text(value)
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
     # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
     out["title"] = plain_text(out["title"])[:TITLE_MAX]
-    return out
+    return cast(Record, out)
+
+
+def _clean_list(value: Any) -> list:
+    """A list field with its text made safe: strings cleaned and blanks dropped, dicts' strings cleaned."""
+    if not value:
+        return []
+    items = value if isinstance(value, list) else [value]
+    cleaned: list = []
+    for item in items:
+        if isinstance(item, dict):
+            cleaned.append({k: clean_text(v).strip() if isinstance(v, str) else v for k, v in item.items()})
+        elif (text := plain_text(item)):
+            cleaned.append(text)
+    return cleaned

@@ -12,18 +12,44 @@ import lxml.html
 from .dates import utc_iso  # noqa: F401 (the adapters' date helper, kept importable from here)
 
 
+class Enclosure(TypedDict):
+    """A file the entry carries (a podcast's mp3): RSS <enclosure>, Atom rel="enclosure", media:content,
+    JSON Feed attachments. `length` in bytes when the source gives a number, else None."""
+    url: str
+    type: str
+    length: int | None
+
+
 class Record(TypedDict):
-    """One entry of a feed, an API or a push, as every adapter returns it: all text, "" when absent.
-    Dates are UTC ISO 8601 (`published` the entry's, `fetched` the poll's)."""
+    """One entry of a feed, an API or a push, as every adapter returns it. Text fields are "" when absent
+    (the flush stores NULL for ""), lists [] when absent. Dates are UTC ISO 8601 ('2024-05-20T08:30:00Z'):
+    `published` and `updated` the entry's, `fetched` the poll's. `content` is the entry's HTML body
+    (sanitized, links absolute), `summary` plain text. The order is the staging CSV's and the table's;
+    `fetched` stays last (staging.repair_torn_tail relies on a last cell never empty)."""
     source: str
     guid: str
     link: str
     title: str
     author: str
     published: str
+    updated: str
     summary: str
     content: str
+    categories: list[str]
+    enclosures: list[Enclosure]
+    image: str
+    comments: str
+    language: str
     fetched: str
+
+
+# Fields that hold lists: staged as JSON text, stored as jsonb (PostgreSQL) or JSON text (SQLite).
+LIST_FIELDS: frozenset[str] = frozenset({"categories", "enclosures"})
+# Fields that hold UTC times: timestamptz in PostgreSQL, ISO 8601 text in SQLite.
+TIME_FIELDS: frozenset[str] = frozenset({"published", "updated", "fetched"})
+# What an update of an entry compares (parser/pipeline/sink.py): an edit of any of these at the source
+# updates the stored row and sets its `changed`.
+EDITABLE_FIELDS: tuple[str, ...] = ("title", "content", "summary", "updated")
 
 
 class AdapterRecord(Record, total=False):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import os
 import time
@@ -190,7 +191,10 @@ ESCAPED_START = _ESCAPED_START  # for a loader that takes the apostrophe off its
 
 
 def _cell(value: object) -> str:
-    text = "" if value is None else str(value)
+    if isinstance(value, (list, dict)):  # categories, enclosures: JSON text; none at all is "" (NULL)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else ""
+    else:
+        text = "" if value is None else str(value)
     return "'" + text if text[:1] in _ESCAPED_START and text else text
 
 
