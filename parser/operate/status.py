@@ -21,7 +21,7 @@ from ..core.setting_values import duration_text
 from ..core.urls import redact_url
 from ..jobs.job_files import job_folder
 from ..pipeline.hash_window import marks_path, read_marks, size_text
-from ..pipeline.staging import count_rows
+from ..pipeline.staging import batch_files, count_rows
 from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
 from ..sources.state import SourceState, iso, load_states
@@ -59,7 +59,7 @@ class RowCounter:
 
     def table(self, staging_csv: Path) -> dict:
         """Rows waiting for one table: the staging CSV and the batches of flushes not yet committed."""
-        batches = sorted(staging_csv.parent.glob(f"{staging_csv.stem}.flushing-*.csv"))
+        batches, _ = batch_files(staging_csv)  # a look-alike (a pasted copy) is not loaded, so not waiting
         live = {staging_csv, *batches}
         for gone in [p for p in self._cache if p.parent == staging_csv.parent and p not in live]:
             del self._cache[gone]

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ class StagingFile:
     def __init__(self, path: Path, columns: Sequence[str]):
         self.path = path
         self.columns = tuple(columns)
+        self.strangers_said: set[Path] = set()  # look-alike batch files already warned of (batches)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.repaired = repair_torn_tail(path)
         durable.end_last_line(path)  # a last record an editor saved without its line end is kept
@@ -76,12 +78,34 @@ class StagingFile:
         return batch
 
     def batches(self) -> list[Path]:
-        """Batch files waiting for the database, oldest first (a crash can leave several)."""
-        return sorted(self.path.parent.glob(f"{self.path.stem}.flushing-*.csv"),
-                      key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        """Batch files waiting for the database, oldest first (a crash can leave several). A file that
+        only looks like one (`staging.flushing-123 (copy).csv`, a file manager's paste) was not named
+        by the daemon: it is left alone, said once per file, instead of stopping every flush and start."""
+        found, strangers = batch_files(self.path)
+        for path in strangers:
+            if path not in self.strangers_said:
+                self.strangers_said.add(path)
+                log.warning("staging: %s was not named by the daemon (a batch is %s.flushing-<digits>.csv): "
+                            "left alone, not loaded; if its rows should be stored, rename it to that form",
+                            path, self.path.stem)
+        return found
 
     def pending_rows(self) -> int:
         return sum(count_rows(p) for p in [*self.batches(), self.path] if p.exists())
+
+
+def batch_files(staging_csv: Path) -> tuple[list[Path], list[Path]]:
+    """The batch files of a staging CSV, oldest first, and the files whose names only look like one."""
+    named = re.compile(re.escape(staging_csv.stem) + r"\.flushing-([0-9]+)\.csv")
+    found: list[tuple[int, Path]] = []
+    strangers: list[Path] = []
+    for path in sorted(staging_csv.parent.glob(f"{staging_csv.stem}.flushing-*.csv")):
+        match = named.fullmatch(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+        else:
+            strangers.append(path)
+    return [path for _, path in sorted(found)], strangers
 
 
 def read_rows(path: Path) -> Iterator[dict]:
