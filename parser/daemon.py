@@ -183,9 +183,10 @@ class Daemon:
             self._save_run_info()
         self.lock.release()
 
-    def request_reload(self) -> None:
-        """From the SIGHUP handler: only a flag, the main thread reloads (parser/operate/reload.py)."""
-        self.reload.request()
+    def request_reload(self, *, at_start: bool = False) -> None:
+        """From the SIGHUP handler: only a flag, the main thread reloads (parser/operate/reload.py);
+        `at_start`: the SIGHUP came while the daemon was starting."""
+        self.reload.request(at_start=at_start)
 
     # -- the loop -----------------------------------------------------------------------------------
     def _loop(self) -> int:

@@ -76,9 +76,12 @@ class Reload:
         self.options, self.clock = options, clock
         self.requested = threading.Event()  # SIGHUP; acted on by the main thread between two turns
         self.reading: SettingsRead | None = None  # the read going on in its thread
+        self.at_start = False  # a SIGHUP came during start-up, not yet said
 
-    def request(self) -> None:
-        """From the SIGHUP handler: only a flag, the main thread reloads."""
+    def request(self, *, at_start: bool = False) -> None:
+        """From the SIGHUP handler: only a flag, the main thread reloads. `at_start`: a SIGHUP that came
+        before the daemon was built, so the file may have changed after the start read it."""
+        self.at_start = self.at_start or at_start
         self.requested.set()
 
     def pending(self) -> bool:
@@ -91,6 +94,9 @@ class Reload:
         old = running.settings
         if self.reading is None:
             self.requested.clear()
+            if self.at_start:
+                self.at_start = False
+                log.info("params: SIGHUP during start-up: %s is read again now", old.params_path)
             self.reading = SettingsRead(old.params_path)
         try:
             new = self.reading.result()

@@ -1,0 +1,44 @@
+"""SIGHUP while the daemon is still starting (issue 27, case 10). Until params.py was read SIGHUP had
+its default action: the daemon died without a line, and systemd counts death by SIGHUP as clean, so
+Restart=on-failure left it down. Now a SIGHUP at start is taken as a reload once the daemon runs."""
+from __future__ import annotations
+
+import signal
+
+from tests.feeds import numbered_items, rss
+from tests.process import stop, wait_for
+
+# A params.py that is slow to read for real: it says it is being read, then waits for the test's file
+# (within the 10 s a start allows), as a file with 5,000 sources, or one waiting on a share, would be.
+SLOW_PARAMS = """\
+import pathlib, time
+here = pathlib.Path(__file__).parent
+(here / "reading").touch()
+deadline = time.monotonic() + 8
+while not (here / "go").exists() and time.monotonic() < deadline:
+    time.sleep(0.02)
+"""
+
+
+def test_sighup_while_params_py_is_read_at_start_is_a_reload_not_death(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SLOW_PARAMS, SOURCES=[{"name": "a", "url": server.url("/a.xml")}], FLUSH_INTERVAL=0.3)
+    proc = project.start()
+    try:
+        wait_for(lambda: (project.folder / "reading").exists() or proc.poll() is not None, "params.py being read")
+        proc.send_signal(signal.SIGHUP)  # while the start still waits in params.py
+        (project.folder / "go").touch()
+
+        def reloaded() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"the daemon died on a SIGHUP at start: exit {proc.returncode}, "
+                                     f"parser.log {project.log()!r}")
+            return "read again" in project.log()
+        wait_for(reloaded, "the reload the SIGHUP asked for")
+        log = project.log()
+        assert "params: SIGHUP during start-up:" in log
+        assert log.index("started:") < log.index("SIGHUP during start-up")
+        wait_for(lambda: len(project.rows()) == 2, "a's items stored")
+    finally:
+        code = stop(proc)
+    assert code == 0
