@@ -15,6 +15,7 @@ locks and COPY are PostgreSQL's own, and the few statements read better as SQL.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -45,6 +46,21 @@ CREATE TABLE IF NOT EXISTS parser_sources (
     state       jsonb NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS parser_sources_due ON parser_sources (due_at) WHERE enabled;
+
+-- Which running daemon's params.py lists which source: a source is enabled while any daemon that
+-- has been seen lately lists it enabled, so one machine's older file does not stop it for the group.
+CREATE TABLE IF NOT EXISTS parser_daemons (
+    owner   text PRIMARY KEY,
+    seen_at timestamptz NOT NULL DEFAULT now(),
+    digest  text NOT NULL DEFAULT ''     -- of the sources its file lists: the same file, the same digest
+);
+CREATE TABLE IF NOT EXISTS parser_listings (
+    name    text NOT NULL,
+    owner   text NOT NULL REFERENCES parser_daemons ON DELETE CASCADE,
+    enabled boolean NOT NULL,
+    PRIMARY KEY (name, owner)
+);
+CREATE INDEX IF NOT EXISTS parser_listings_owner ON parser_listings (owner);
 
 -- A source's `rate` budget, a token bucket the group shares (tokens left at `stamp`).
 CREATE TABLE IF NOT EXISTS parser_rates (
@@ -143,6 +159,12 @@ def daemon_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
 
+def listing_digest(listed: Iterable[tuple[str, bool]]) -> str:
+    """One short text per set of (name, enabled): two daemons with the same sources, the same digest."""
+    text = "\n".join(sorted(f"{name}\t{int(bool(on))}" for name, on in set(listed)))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 @dataclass
 class Claimed:
     name: str
@@ -189,33 +211,84 @@ class Coordinator:
             raise StorageError(f"cannot prepare the shared tables: {str(exc).strip()[:300]}") from None
 
     # -- sources ----------------------------------------------------------------------------------
-    def sync_sources(self, sources: Iterable[tuple[str, str, float, bool]]) -> None:
+    def sync_sources(self, sources: Iterable[tuple[str, str, float, bool]], alive: float = 900.0) -> None:
         """Upsert (name, url, interval, enabled) as params.py has them; a source whose url changed
-        loses its state (its validators were the old address's) and is due at once; a source no
-        longer in params.py is disabled, its state kept in case it comes back."""
+        loses its state (its validators were the old address's) and is due at once. The file is
+        also this daemon's listing: a source is enabled while a daemon seen within `alive` seconds
+        lists it enabled, so a source no longer in any running daemon's file is disabled (its state
+        kept in case it comes back), and one machine's older file does not disable it for the rest."""
+        rows = list(sources)
         try:
             with self.conn().transaction():
                 cur = self.conn().cursor()
                 cur.execute("CREATE TEMP TABLE wanted (name text, url text, interval_s double precision,"
                             " enabled boolean) ON COMMIT DROP")
                 with cur.copy("COPY wanted (name, url, interval_s, enabled) FROM STDIN") as copy:
-                    for row in sources:
+                    for row in rows:
                         copy.write_row(row)
+                self._list(cur, listing_digest((r[0], r[3]) for r in rows), alive)
                 cur.execute("""
                     INSERT INTO parser_sources AS s (name, url, interval_s, enabled)
                     SELECT name, url, interval_s, enabled FROM wanted
                     ON CONFLICT (name) DO UPDATE SET
-                        interval_s = excluded.interval_s, enabled = excluded.enabled, url = excluded.url,
+                        interval_s = excluded.interval_s, url = excluded.url,
                         state = CASE WHEN s.url = excluded.url THEN s.state ELSE '{}' END,
                         due_at = CASE WHEN s.url = excluded.url
                                       THEN LEAST(s.due_at, now() + make_interval(secs => excluded.interval_s))
                                       ELSE now() END
-                    WHERE (s.url, s.interval_s, s.enabled) IS DISTINCT FROM
-                          (excluded.url, excluded.interval_s, excluded.enabled)""")
-                cur.execute("UPDATE parser_sources SET enabled = false WHERE enabled"
-                            " AND name NOT IN (SELECT name FROM wanted)")
+                    WHERE (s.url, s.interval_s) IS DISTINCT FROM (excluded.url, excluded.interval_s)""")
+                cur.execute("""
+                    UPDATE parser_sources s SET enabled = EXISTS (
+                        SELECT 1 FROM parser_listings l WHERE l.name = s.name AND l.enabled)
+                    WHERE enabled IS DISTINCT FROM EXISTS (
+                        SELECT 1 FROM parser_listings l WHERE l.name = s.name AND l.enabled)""")
         except psycopg.Error as exc:
             raise StorageError(f"cannot write the sources to the shared database: {str(exc).strip()[:300]}") from None
+
+    def _list(self, cur: psycopg.Cursor, digest: str, alive: float) -> None:
+        """This daemon's listing (the temp table `wanted`) in place of its last one; the listings of
+        daemons not seen for `alive` seconds (killed, or their machine lost) go."""
+        cur.execute("DELETE FROM parser_daemons WHERE seen_at < now() - make_interval(secs => %s)", (float(alive),))
+        cur.execute("INSERT INTO parser_daemons (owner, digest) VALUES (%s, %s) ON CONFLICT (owner)"
+                    " DO UPDATE SET seen_at = now(), digest = excluded.digest", (self.owner, digest))
+        cur.execute("DELETE FROM parser_listings WHERE owner = %s", (self.owner,))
+        cur.execute("INSERT INTO parser_listings (name, owner, enabled) SELECT DISTINCT ON (name) name, %s,"
+                    " enabled FROM wanted", (self.owner,))
+
+    def seen(self, alive: float) -> tuple[tuple[str, str], ...]:
+        """This daemon is still running (its listing counts); the (owner, digest) of every other
+        daemon seen within `alive` seconds: a change means the group's files changed."""
+        self.execute("UPDATE parser_daemons SET seen_at = now() WHERE owner = %s", (self.owner,))
+        return tuple(self.execute(
+            "SELECT owner, digest FROM parser_daemons WHERE owner <> %s AND seen_at >= now() - make_interval("
+            "secs => %s) ORDER BY owner", (self.owner, float(alive))))
+
+    def disagreement(self, alive: float, show: int = 5) -> tuple[tuple[int, list[str]], tuple[int, list[str]]]:
+        """How this daemon's file and the other running daemons' differ: (how many, the first `show`)
+        of the sources they enable and this file lacks or disables, then of those this file enables
+        and none of them does (none when this daemon is alone)."""
+        others = ("SELECT 1 FROM parser_listings o JOIN parser_daemons d USING (owner) WHERE o.name = {n}"
+                  " AND o.enabled AND o.owner <> %(me)s AND d.seen_at >= now() - make_interval(secs => %(alive)s)")
+        mine = "SELECT 1 FROM parser_listings m WHERE m.name = {n} AND m.enabled AND m.owner = %(me)s"
+        theirs_only = (f"SELECT DISTINCT o.name FROM parser_listings o JOIN parser_daemons d USING (owner)"
+                       f" WHERE o.enabled AND o.owner <> %(me)s AND d.seen_at >= now() - make_interval(secs =>"
+                       f" %(alive)s) AND NOT EXISTS ({mine.format(n='o.name')})")
+        mine_only = (f"SELECT m.name FROM parser_listings m WHERE m.owner = %(me)s AND m.enabled"
+                     f" AND NOT EXISTS ({others.format(n='m.name')})"
+                     f" AND EXISTS (SELECT 1 FROM parser_daemons WHERE owner <> %(me)s"
+                     f" AND seen_at >= now() - make_interval(secs => %(alive)s))")
+        params = {"me": self.owner, "alive": float(alive)}
+        found = []
+        for query in (theirs_only, mine_only):
+            count = self.execute(f"SELECT count(*) FROM ({query}) q", params)[0][0]
+            names = [r[0] for r in self.execute(f"SELECT name FROM ({query}) q ORDER BY name LIMIT {int(show)}",
+                                                params)] if count else []
+            found.append((int(count), names))
+        return found[0], found[1]
+
+    def unlist(self) -> None:
+        """This daemon stops: its listing no longer keeps sources enabled (the next sync decides)."""
+        self.execute("DELETE FROM parser_daemons WHERE owner = %s", (self.owner,))
 
     def claim_sources(self, limit: int, lease: float, names: Sequence[str] | None = None) -> list[Claimed]:
         """Up to `limit` due sources, leased to this daemon for `lease` seconds (all enabled sources,

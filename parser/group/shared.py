@@ -59,6 +59,8 @@ class SharedSchedule:
         self.claimed_at = time.monotonic()  # the last claim or lease renewal
         self._next_look = 0.0               # (daemon clock) no claim before, when the last found none
         self._soonest = (float("-inf"), 0.0)  # (monotonic, seconds) the table's soonest due, as last asked
+        self._seen_at = time.monotonic()    # this daemon's listing last marked as running
+        self._group: tuple | None = None    # the other daemons' listings as last seen: (owner, digest)
 
     # -- the schedule's calls ---------------------------------------------------------------------
     def load(self, sources: Iterable[Source], longest_delay: Callable[[Source], float] | None = None, *,
@@ -73,13 +75,51 @@ class SharedSchedule:
     def set_sources(self, sources: Iterable[Source]) -> None:
         """At start and after SIGHUP: this daemon polls `sources`; the table gets all of params.py's."""
         self.sources = {s.name: s for s in sources}
-        self.coord.sync_sources((s.name, s.url, s.interval, s.enabled) for s in polled(self.every()))
+        self.coord.sync_sources(((s.name, s.url, s.interval, s.enabled) for s in polled(self.every())),
+                                alive=self._alive())
+        self._seen_at, self._group = time.monotonic(), None
+        self._compare_files()
+
+    def _alive(self) -> float:
+        """Seconds a daemon's listing counts without a sign of life (it marks itself every lease/3)."""
+        return 3 * self.settings.shared_lease
+
+    def _compare_files(self) -> None:
+        """Say when the running daemons' params.py files list other sources than this one. Each
+        daemon says it in its own log, at its start or SIGHUP and when another daemon's file changes:
+        a source one file lacks stays enabled while another running daemon lists it, and the group
+        polls it; it is disabled once no running daemon's file has it."""
+        try:
+            group = self.coord.seen(self._alive())
+            if group == self._group:
+                return
+            self._group = group
+            (theirs, their_names), (mine, my_names) = self.coord.disagreement(self._alive())
+        except StorageError as exc:
+            self._unreachable(exc)
+            return
+        if theirs:
+            logs.error_line("shared", "params.py", "other running daemons' params.py enable "
+                            f"{_some(theirs, their_names)} that this one lacks or disables; they stay enabled and"
+                            " the daemons that list them poll them: deploy one params.py to every machine")
+        if mine:
+            logs.error_line("shared", "params.py", f"this params.py enables {_some(mine, my_names)} that the other"
+                            " running daemons' files do not; this daemon polls them: deploy one params.py to every"
+                            " machine")
+        if theirs or mine:
+            log.warning("shared: the running daemons' params.py files disagree: %d sources listed elsewhere, not "
+                        "here; %d here, nowhere else (errors.log names them)", theirs, mine)
+        elif group:
+            log.info("shared: this params.py lists the same sources as the %d other running daemons", len(group))
 
     def due(self, now: float, limit: int | None = None) -> list[Source]:
         """Claim due sources (CONCURRENCY at a time unless `limit` says); their shared state replaces
         what this daemon last knew of them."""
         if not self.sources:  # --job alone: no feeds
             return []
+        if time.monotonic() - self._seen_at > self.settings.shared_lease / 3:
+            self._seen_at = time.monotonic()
+            self._compare_files()  # marks this daemon's listing as running, and notices a changed file
         if limit is None and len(self._out) > self.batch // 2:
             return []  # enough in flight: claim when half the window is free, not at every result
         if not self.taken and now < self._next_look:
@@ -204,6 +244,7 @@ class SharedSchedule:
         try:
             self.save(force=True)
             released = self.coord.release_sources()
+            self.coord.unlist()
             if released:
                 log.info("shared: %d claimed sources given back unpolled", released)
         except StorageError:
@@ -226,6 +267,11 @@ class SharedSchedule:
                             "the database answers again")
             log.info("shared: %s; no source is claimed until the database answers", exc, extra=logs.ALSO_IN_ERRORS)
         self.outage = str(exc)
+
+
+def _some(count: int, names: list[str]) -> str:
+    more = ", ..." if count > len(names) else ""
+    return f"{count} source{'s' if count != 1 else ''} ({', '.join(names)}{more})"
 
 
 def group_view(settings: Settings, now: float) -> tuple[dict[str, SourceState], dict[str, dict[str, int]]]:
