@@ -7,7 +7,7 @@ tracking and session parameters, which we remove first. courlan was the other ca
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
 
@@ -64,26 +64,40 @@ def is_canonical_already(url: str, exact: bool) -> bool:
     return bool(plain) and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2]))
 
 
-def _canonical(url: str, exact: bool) -> str:
+def _canonical(written: str, exact: bool) -> str:
     try:
+        url = written
         parts = urlsplit(url)
         if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
-            return url
-        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                 if exact or not is_junk_param(k)]
+            return written
         netloc = parts.netloc.rsplit("@", 1)[-1].lower()  # credentials never belong in a stored link
         if parts.port == _DEFAULT_PORTS[parts.scheme.lower()]:
             netloc = netloc.rsplit(":", 1)[0]
         path = parts.path if exact else _PATH_SESSION.sub("", parts.path)
         # The fragment goes to w3lib even when it is to be dropped: w3lib strips control characters
         # at the end of the whole string, so dropping it first would change what is left of the path.
-        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", urlencode(query), parts.fragment))
+        cleaned = urlunsplit((parts.scheme.lower(), netloc, path or "/", _query(parts.query, exact), parts.fragment))
         done = canonicalize_url(cleaned, keep_fragments=exact)
         # A host w3lib cannot spell (it makes `http:////` of `http://\\#0`) is no address: the string
         # comes back as written, like any other that is none, so its exact form has the same canonical one.
-        return done if urlsplit(done).hostname else url
+        return done if urlsplit(done).hostname else written
     except (ValueError, UnicodeError):
-        return url
+        return written
+
+
+def _query(query: str, exact: bool) -> str:
+    """The query for w3lib, junk parameters out unless `exact`.
+
+    A query whose escapes are UTF-8 goes through parse_qsl and urlencode, as it always has (its links keep
+    their keys). One in a legacy charset (`name=%82%A0`, Shift_JIS) would come out of parse_qsl as
+    U+FFFD, and `%82%A2` the same: two items one key. Its parameters are kept as written instead, and
+    w3lib, which sorts and spells the escapes without decoding them, keeps their bytes."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        return "&".join(p for p in query.split("&")
+                        if p and (exact or not is_junk_param(unquote_plus(p.partition("=")[0]))))
+    return urlencode([(k, v) for k, v in pairs if exact or not is_junk_param(k)])
 
 
 def redact_url(url: str) -> str:

@@ -35,11 +35,14 @@ CACHE_LINKS = 50_000  # canonical forms remembered: a steady poll sees the same 
 # The version of the rules that make a record's key (this module and parser/core/urls.py): a change that
 # gives a record another key than before bumps it, and says here what it does to a hash file made by
 # the version before (parser/pipeline/history.py records the version beside each hash file and tells it at start).
-RULES_VERSION = 2
+RULES_VERSION = 3
 RULE_CHANGES = {
     2: "links keep their ref, sid, referrer and spm parameters, which can name an entry (deal.php?ref=17, "
        "PHP-Nuke's article&sid=123): an entry whose link carries one and is still in its feed is stored "
        "once more, under its whole link",
+    3: "a link's query escapes in a legacy charset are kept as written (item.php?name=%82%A0 was stored as "
+       "name=%EF%BF%BD%EF%BF%BD, and %82%A2 taken for the same entry): such an entry still in its feed is "
+       "stored once more, under its right link; every other link keeps its key",
 }
 
 
