@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import os
 import sys
 import threading
 import time
@@ -118,10 +119,37 @@ class _LogFile(logging.handlers.RotatingFileHandler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self._failed_now = False
+        self._let_go_if_moved()
         super().emit(record)  # calls handleError on any error, under the handler's lock
         if self.failing and not self._failed_now:
             self.failing = False
             _to_stderr(f"{self.baseFilename} can be written again; its lines go there from now on")
+
+    def _let_go_if_moved(self) -> None:
+        """logrotate (its default `create`) renames the file and makes a new one, or removes it: a line
+        written on would go to parser.log.1, or to a deleted file, for as long as the daemon runs. So the
+        file at the path is compared with ours (device and inode, as logging's WatchedFileHandler does)
+        before each line, and when they differ ours is let go: the line opens the file at the path."""
+        stream = self.stream
+        if stream is None:
+            return
+        try:
+            ours = os.fstat(stream.fileno())
+            there = os.stat(self.baseFilename)
+            moved = (ours.st_dev, ours.st_ino) != (there.st_dev, there.st_ino)
+        except (OSError, ValueError):  # no file at the path any more (or ours closed): open it anew
+            moved = True
+        if moved:
+            self.let_go()
+
+    def let_go(self) -> None:
+        """Close the file; the next line opens it again at its path (SIGHUP, a rotation by another tool)."""
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass  # its last bytes could not be flushed: said by the next line's failure, if that fails too
 
     def open_now(self) -> None:
         """Create the file at start, as an operator tailing it expects; a failure is said as for a line."""
@@ -231,6 +259,16 @@ def setup(log_dir: Path | None, *, max_bytes: int = 10 << 20, backups: int = 5, 
                 logger.addHandler(stream)
     if not errors_on_console and not errors.handlers:
         errors.addHandler(logging.NullHandler())  # not logging's last resort, which prints to stderr
+
+
+def reopen() -> None:
+    """SIGHUP: each log file is closed and opened again at its path at its next line, so a rotation by
+    another tool (logrotate) lets go of the old file even in a log that rarely gets a line."""
+    for logger in (log, errors, critical):
+        for handler in logger.handlers:
+            if isinstance(handler, _LogFile):
+                with handler.lock:
+                    handler.let_go()
 
 
 def error_line(source: str, url: str, description: str) -> None:

@@ -3,7 +3,8 @@
 url starts that source afresh), intervals, FLUSH_INTERVAL, DEAD_AFTER, MAX_ITEMS; one parser.log line
 says what changed (the sources by name, each other setting as old -> new, a secret never shown) and names
 what needs a restart. A bad file, or one still reading after
-READ_LIMIT, is refused with an errors.log line, and the running settings stay.
+READ_LIMIT, is refused with an errors.log line, and the running settings stay. The log files are let go
+and opened again at their paths (after a logrotate).
 """
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ class Reload:
         old = running.settings
         if self.reading is None:
             self.requested.clear()
+            logs.reopen()  # after logrotate: this SIGHUP's lines, and all after, in the new files
             if self.at_start:
                 self.at_start = False
                 log.info("params: SIGHUP during start-up: %s is read again now", old.params_path)
