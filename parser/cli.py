@@ -123,6 +123,17 @@ def add_check(commands) -> None:
     cmd.set_defaults(handler=check)
 
 
+def add_accept_deletions(commands) -> None:
+    cmd = commands.add_parser("accept-deletions", help="rows deleted from the database on purpose: keep every "
+                              "hash (their entries stay out) and let the daemon start",
+                              description="A start refuses a database whose table lacks the newest rows "
+                                          "flushed into it. When they were deleted on purpose, this marks the "
+                                          "table as it is now; the hash files are kept whole. Run it with the "
+                                          "daemon stopped.")
+    add_params_argument(cmd)
+    cmd.set_defaults(handler=accept_deletions)
+
+
 def add_try(commands) -> None:
     cmd = commands.add_parser("try", help="fetch one page as a two-pass job would and show each field it extracts",
                               description="Fetch URL once with JOB's politeness (its user agent, a harvest's "
@@ -139,7 +150,7 @@ def add_try(commands) -> None:
     cmd.set_defaults(handler=try_command)
 
 
-COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_try]
+COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_try, add_accept_deletions]
 
 
 def _params_missing(args: argparse.Namespace) -> bool:
@@ -181,6 +192,26 @@ def check(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETTINGS
+    return EXIT_OK
+
+
+def accept_deletions(args: argparse.Namespace) -> int:
+    from db.store import Database  # imported on first use: a command loads what it runs
+
+    from .operate.check import histories  # imported on first use: as above
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    db = Database(settings.db_url, timeout=settings.db_timeout)
+    try:
+        accepted = [table for table, history in histories(settings, read_only=False) if history.accept(db, table)]
+    finally:
+        db.close()
+    for table in accepted:
+        print(f"{table}: the table as it is now is the mark of this database; every hash kept (the deleted "
+              "entries stay out)")
+    if not accepted:
+        print("nothing to accept: each table holds the newest rows flushed into it")
     return EXIT_OK
 
 

@@ -24,12 +24,18 @@ from .control import daemon_pid
 def check_hash_rules(settings: Settings) -> None:
     """Each table's hashes.json against HASH and UNIQUE_FIELDS (a job's unique_fields), read-only:
     HistoryMismatchError, a settings error, where a start would refuse to run."""
+    for _table, history in histories(settings, read_only=True):
+        history.check_rule()
+
+
+def histories(settings: Settings, *, read_only: bool) -> list[tuple[str, History]]:
+    """(table, its hash file's History) for the feeds' table and each job's."""
     tables = [("items", settings.staging_dir, settings.unique_fields, "UNIQUE_FIELDS")]
     tables += [(job.name, job_folder(settings.staging_dir, job.name), job.unique_fields,
                 f"unique_fields of job {job.name!r} (LINK_JOBS)") for job in settings.link_jobs]
-    for _table, folder, unique_fields, setting in tables:
-        History(folder, "hashes", dedup_mode=settings.dedup, algorithm=settings.hash, unique_fields=unique_fields,
-                setting=setting, read_only=True).check_rule()
+    return [(table, History(folder, "hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
+                            unique_fields=unique_fields, setting=setting, read_only=read_only))
+            for table, folder, unique_fields, setting in tables]
 
 
 def check_report(settings: Settings) -> str:

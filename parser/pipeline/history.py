@@ -6,9 +6,12 @@ A hash is only a name for "seen": under another rule the same entry gets another
 file kept across a change of UNIQUE_FIELDS or HASH would let every entry be stored again; and a
 hash file brought to a database that lacks its records (a copied project, a restored backup) would
 keep them out of it for good. Both are refused at start, saying what to do (HistoryMismatchError:
-exit 2, so a service manager does not restart into it). A newer version of the identity rules is
-taken over with an errors.log line saying what it changes. Written whole (parser/core/jsonfile.py);
-a project of a version before this file adopts the settings it runs with, with a parser.log line.
+exit 2, so a service manager does not restart into it); a table whose older rows are there but not
+its newest (rows deleted on purpose, or a backup older than the last flush) is refused with a way
+that keeps every hash as well (`accept-deletions`, for rows deleted on purpose). A newer version of
+the identity rules is taken over with an errors.log line saying what it changes. Written whole
+(parser/core/jsonfile.py); a project of a version before this file adopts the settings it runs with,
+with a parser.log line.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from db.marks import spread_hashes
 from db.store import Database
 
 from ..core import logs
@@ -85,39 +89,70 @@ class History:
 
     def check_database(self, db: Database, table: str) -> None:
         """Refuse a database that holds none of the newest rows this hash file's records were flushed
-        into (a new database, a dropped table, a backup older than the last flush). A database that
-        cannot be read now is not judged: the flush says what is wrong with it."""
-        flushed = self.saved.get("flushed")
-        if self.hashes is None or not isinstance(flushed, dict) or not self._has_hashes():
+        into (a new database, a dropped table, a backup older than the last flush, newest rows deleted).
+        When the table's older rows are there (rows deleted, or an older backup), the refusal offers
+        `accept-deletions`, which keeps every hash. A database that cannot be read now is not judged:
+        the flush says what is wrong with it."""
+        older = self.missing_newest(db, table)
+        if older is None:
             return
-        marks = [m for m in flushed.get("newest") or () if isinstance(m, str)]
-        if not marks or flushed.get("table") != table:
-            return
-        try:
-            holds = db.holds_any(table, marks)
-        except StorageError:
-            return
-        if holds:
-            return
+        flushed = self.saved["flushed"]
+        where = (f"{self.hashes} says its records were flushed into table {table} of {flushed.get('database')}, "
+                 f"but the database of DB_URL ({redact_url(db.url)})")
+        if older:
+            raise HistoryMismatchError(
+                f"{where} does not hold them: table {table} is there with older rows flushed from these hashes "
+                f"({older} of the {len(flushed.get('older') or ())} marks), its newest rows are not. If you deleted "
+                f"those rows on purpose, run `parser-daemon accept-deletions` (with this --params): every "
+                f"hash is kept, so the deleted entries stay out and nothing is stored twice. If the database was "
+                f"restored from a backup older than the last flush, move {self.away} away instead (the entries "
+                "still in the feeds are stored again; rows it holds already are not doubled)")
         raise HistoryMismatchError(
-            f"{self.hashes} says its records were flushed into table {table} of {flushed.get('database')}, but "
-            f"the database of DB_URL ({redact_url(db.url)}) does not hold them (no table {table}, or none of "
-            f"the newest rows flushed there): the {self._count()}entries it holds would count as stored and never "
+            f"{where} does not hold them (no table {table}, or none of "
+            f"the rows flushed there): the {self._count()}entries it holds would count as stored and never "
             f"be stored in this database. If this database is new or restored from a backup and should get "
             f"the entries again, move {self.away} away (the entries still in the feeds are stored again; rows "
             "it holds already are not doubled); if DB_URL names the wrong database, set it back")
 
+    def missing_newest(self, db: Database, table: str) -> int | None:
+        """None when the database holds the mark of the last flush (or there is none, or it cannot be
+        read now); else how many of the older marks it holds (0: another database)."""
+        flushed = self.saved.get("flushed")
+        if self.hashes is None or not isinstance(flushed, dict) or not self._has_hashes():
+            return None
+        marks = [m for m in flushed.get("newest") or () if isinstance(m, str)]
+        older = [m for m in flushed.get("older") or () if isinstance(m, str)]
+        if not marks or flushed.get("table") != table:
+            return None
+        try:
+            if db.holds_any(table, marks):
+                return None
+            return sum(db.holds_any(table, [m]) for m in older)
+        except StorageError:
+            return None
+
+    def accept(self, db: Database, table: str) -> bool:
+        """The operator says the rows missing from this table were deleted on purpose: the table as it is
+        now becomes the mark; every hash is kept. False when there was nothing to accept."""
+        if self.missing_newest(db, table) is None:
+            return False
+        self._write({k: v for k, v in self.saved.items() if k != "flushed"})
+        self.flushed(db, table)
+        return True
+
     # -- at a flush ---------------------------------------------------------------------------
     def flushed(self, db: Database, table: str) -> None:
-        """After a flush that wrote or met rows: remember the table's newest rows as the mark of this
-        database. A failed read keeps the earlier mark, which the database holds as well."""
+        """After a flush that wrote or met rows: remember the table's newest rows, and rows spread over
+        the older ones, as the mark of this database. A failed read keeps the earlier mark, which the
+        database holds as well."""
         if self.hashes is None or self.read_only:
             return
         try:
             newest = db.newest_hashes(table, MARKS)
+            older = [h for h in spread_hashes(db, table, MARKS) if h not in newest] if newest else []
         except StorageError:
             return
-        flushed = {"database": redact_url(db.url), "table": table, "newest": newest}
+        flushed = {"database": redact_url(db.url), "table": table, "newest": newest, "older": older}
         if newest and self.saved.get("flushed") != flushed:
             self._write({**(self.saved or self.rule), "flushed": flushed})
 
