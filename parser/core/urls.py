@@ -101,7 +101,16 @@ def _query(query: str, exact: bool) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with credentials and secret-looking query values hidden, for logs."""
+    """The URL with credentials and secret-looking query values hidden, for logs.
+
+    A database URL (DB_URL: any scheme but http(s)) is read as SQLAlchemy reads it, since that is what
+    hands its password to the driver: a password may hold '#', '/' or '?', where urlsplit would end
+    the address and leave the password in the clear."""
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() not in _DEFAULT_PORTS:
+        hidden = _redact_db_url(url)
+        if hidden is not None:
+            return hidden
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -116,6 +125,25 @@ def redact_url(url: str) -> str:
     if secret:
         query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_db_url(url: str) -> str | None:
+    """`url` as SQLAlchemy parses it, user, password and secret-looking query values hidden; None
+    when it is no URL SQLAlchemy reads."""
+    # imported on first use: the parse processes load this module for canonical_url, never a database
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        return None
+    query = {k: ("***" if _SECRET_PARAM.search(k) else v) for k, v in parsed.query.items()}
+    # URL.set takes None for "unchanged": the namedtuple's own _replace empties them.
+    shown = parsed.set(query=query)._replace(username=None, password=None)
+    if shown.host and "@" in shown.host:
+        shown = shown._replace(host="***")  # a password with an unescaped '@': its rest was read as the host
+    text = shown.render_as_string(hide_password=False).replace("=%2A%2A%2A", "=***")
+    return text.replace("://", "://***@", 1) if parsed.username or parsed.password else text
 
 
 _SECRET_PARAM = re.compile(r"token|key|secret|pass|auth|sig|session|code", re.IGNORECASE)
