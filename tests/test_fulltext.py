@@ -23,7 +23,8 @@ def test_short_entries_get_the_page_text_and_failures_keep_the_summary(server, p
     server.route("/articles/1", body=ARTICLE, content_type="text/html; charset=utf-8")
     server.route("/articles/2", body=ARTICLE, content_type="text/html")
     server.route("/articles/slow", body=ARTICLE, content_type="text/html", delay=3)
-    project.write_params(SOURCES=[{"name": "ft", "url": server.url("/feed.xml"), "full_text": True}],
+    project.write_params(SOURCES=[{"name": "ft", "url": server.url("/feed.xml"), "full_text": True,
+                                  "full_text_internal": True}],
                          FULL_TEXT_TIMEOUT=1)
     proc = project.run("--once")
     assert proc.returncode == 0, proc.stderr

@@ -70,3 +70,6 @@ class SourceView(Protocol):
 
     @property
     def full_text(self) -> bool: ...
+
+    @property
+    def full_text_internal(self) -> bool: ...  # full text may fetch internal addresses (an intranet's pages)

@@ -9,12 +9,17 @@ The deadline is enforced by cutting the connection, not only by checking the clo
 a read timeout starts again with every byte, so a server that sends its status line or headers one
 byte a second would otherwise hold a worker for as long as it likes. Messages never carry a
 source's header values, and addresses in them pass through redact_url.
+
+A fetcher made by `public_only()` (full text of a stranger's links) connects only to public addresses:
+the name is resolved here and every address it gives is checked before one is connected to, on every
+hop of a redirect, so a link to 127.0.0.1, 169.254.169.254 or a name resolving to 10.x is never asked.
 """
 from __future__ import annotations
 
 import copy
 import email.utils
 import heapq
+import ipaddress
 import itertools
 import socket
 import threading
@@ -205,6 +210,86 @@ class _WatchedTLSPool(urllib3.HTTPSConnectionPool):
     ConnectionCls = _WatchedTLSConnection
 
 
+class InternalAddressError(FetchError):
+    """A public-only fetcher was sent to an address that is not public (loopback, private, link-local...)."""
+
+
+def public_address(ip: str) -> bool:
+    """Whether `ip` is on the public internet: not loopback, private, link-local (169.254/16, the cloud
+    metadata address), shared (100.64/10), reserved or multicast; an IPv4 address inside an IPv6 one
+    (::ffff:10.0.0.1, 6to4, Teredo) is judged by the IPv4 address."""
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = address.ipv4_mapped or address.sixtofour or (address.teredo or (None, None))[1]
+        if inner is not None:
+            address = inner
+    return address.is_global and not address.is_multicast
+
+
+def _public_socket(conn: urllib3.connection.HTTPConnection) -> socket.socket:
+    """Resolve the host, refuse it unless every address it has is public, and connect to one of those
+    addresses: the address checked is the address connected to (a name that resolves again to another
+    address in between changes nothing). TLS still verifies the certificate against the host's name."""
+    try:
+        infos = socket.getaddrinfo(conn._dns_host, conn.port, 0, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise urllib3.exceptions.NameResolutionError(conn.host, conn, exc) from exc
+    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    internal = [a for a in addresses if not public_address(a)]
+    if internal:
+        raise InternalAddressError(f"{conn.host} is an internal address ({internal[0]}); not fetched "
+                                   "(full_text_internal lets a source's full text reach such addresses)",
+                                   permanent=True)
+    last: OSError | None = None
+    for address in addresses:
+        try:
+            return urllib3.util.connection.create_connection((address, conn.port), conn.timeout,
+                                                             source_address=conn.source_address,
+                                                             socket_options=conn.socket_options)
+        except TimeoutError as exc:
+            raise urllib3.exceptions.ConnectTimeoutError(conn, f"Connection to {conn.host} timed out") from exc
+        except OSError as exc:
+            last = exc
+    raise urllib3.exceptions.NewConnectionError(conn, f"Failed to establish a new connection: {last}")
+
+
+class _PublicConnection(_WatchedConnection):
+    def _new_conn(self) -> socket.socket:
+        return _public_socket(self)
+
+
+class _PublicTLSConnection(_WatchedTLSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _public_socket(self)
+
+
+class _PublicPool(_WatchedPool):
+    ConnectionCls = _PublicConnection
+
+
+class _PublicTLSPool(_WatchedTLSPool):
+    ConnectionCls = _PublicTLSConnection
+
+
+def _session(user_agent: str, pool_size: int, per_host: int, public_only: bool = False) -> requests.Session:
+    session = requests.Session()
+    session.headers.update({
+        "User-Agent": user_agent,
+        "Accept-Encoding": "gzip, deflate",
+        "Accept": "application/atom+xml, application/rss+xml, application/rdf+xml, application/feed+json,"
+                  " application/json;q=0.9, application/xml;q=0.9, text/xml;q=0.9, */*;q=0.8",
+    })
+    # requests would read the proxy settings of the environment; a daemon keeps to its config (and a
+    # proxy would connect for us, past the public-only check).
+    session.trust_env = False
+    adapter = HTTPAdapter(pool_connections=max(pool_size, 10), pool_maxsize=per_host, max_retries=0)
+    adapter.poolmanager.pool_classes_by_scheme = ({"http": _PublicPool, "https": _PublicTLSPool} if public_only
+                                                  else {"http": _WatchedPool, "https": _WatchedTLSPool})
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
 class Fetcher:
     """One pooled requests session shared by the worker threads."""
 
@@ -218,22 +303,13 @@ class Fetcher:
         self.slots = HostSlots(per_host, stop=stop)  # every request asks it: PER_HOST, pacing, holds
         self.stop = stop or threading.Event()
         self.wall = wall  # judges a Last-Modified when the server sends no Date
-        self.session = requests.Session()
-        self.session.headers.update({
-            "User-Agent": user_agent,
-            "Accept-Encoding": "gzip, deflate",
-            "Accept": "application/atom+xml, application/rss+xml, application/rdf+xml, application/feed+json,"
-                      " application/json;q=0.9, application/xml;q=0.9, text/xml;q=0.9, */*;q=0.8",
-        })
-        # requests would read the proxy settings of the environment; a daemon keeps to its config.
-        self.session.trust_env = False
-        adapter = HTTPAdapter(pool_connections=max(pool_size, 10), pool_maxsize=per_host, max_retries=0)
-        adapter.poolmanager.pool_classes_by_scheme = {"http": _WatchedPool, "https": _WatchedTLSPool}
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
+        self._pooling = (user_agent, pool_size, per_host)
+        self.session = _session(*self._pooling)
+        self._sessions = [self.session]  # this one's and its public-only copies', closed together
 
     def close(self) -> None:
-        self.session.close()
+        for session in self._sessions:
+            session.close()
         self.slots.close()
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
@@ -321,6 +397,15 @@ class Fetcher:
         requests that must not take as long as a source's (the full text of an entry's page)."""
         clone = copy.copy(self)
         clone.timeout = clone.deadline = seconds
+        return clone
+
+    def public_only(self) -> Fetcher:
+        """This fetcher (same limits and per-host slots) connecting only to public addresses, redirects
+        included; an internal one raises InternalAddressError. Its own connection pool: a connection the
+        source fetches opened to an internal host is never lent to it."""
+        clone = copy.copy(self)
+        clone.session = _session(*self._pooling, public_only=True)
+        self._sessions.append(clone.session)
         return clone
 
     def post_form(self, url: str, form: Mapping[str, str]) -> FetchResult:

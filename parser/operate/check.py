@@ -48,6 +48,7 @@ def check_report(settings: Settings) -> str:
              f"logs:     {_folder(settings.log_dir)}",
              f"daemon:   {f'running on this staging folder, pid {pid}' if pid else 'not running'}"]
     lines += [f"note:     {note}" for note in settings.notes]
+    lines += [f"missing:  {what}" for what in missing_modules(settings)]
     enabled = sum(source.enabled for source in settings.sources)
     lines += ["", f"sources: {len(settings.sources)} ({enabled} enabled)", *_source_table(settings.sources)]
     lines += ["", f"jobs: {len(settings.link_jobs)}"]
@@ -56,6 +57,26 @@ def check_report(settings: Settings) -> str:
     lines += ["", f"{settings.params_path.name}: settings ok ({_count(len(settings.sources), 'source')}, "
                   f"{_count(len(settings.link_jobs), 'job')}); nothing was fetched or written"]
     return "\n".join(lines) + "\n"
+
+
+def missing_modules(settings: Settings) -> list[str]:
+    """The features the settings turn on whose modules do not import, each with what to install. A start
+    runs all the same (full text then keeps every summary), so this is the place an operator learns it."""
+    found = []
+    full_text = [source.name for source in settings.sources if source.enabled and source.full_text]
+    if full_text:
+        from ..pipeline.fulltext import missing_module  # imported on first use: a command loads what it runs
+        why = missing_module()
+        if why:
+            names = ", ".join(full_text[:3]) + (f" and {len(full_text) - 3} more" if len(full_text) > 3 else "")
+            found.append(f"full_text of {names} cannot run: {why}; their entries keep their summary")
+    if settings.status_listen is not None:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError as exc:
+            found.append(f"STATUS_LISTEN cannot run: cannot import {exc.name or 'prometheus_client'}; install "
+                         "it into the daemon's environment (pip install prometheus_client)")
+    return found
 
 
 def print_check(settings: Settings, out: TextIO) -> None:

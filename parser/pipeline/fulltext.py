@@ -2,7 +2,10 @@
 its page and keep the page's main text (trafilatura) as the record's content.
 
 Runs in the worker thread of the poll, with its own timeout. A page that cannot be fetched or has
-no main text keeps the summary and adds one warning line (errors.log); it never fails the source.
+no main text, or a failure of any other kind (trafilatura or a module it needs missing from the
+install), keeps the summary and adds one warning line (errors.log); it never fails the source.
+An entry's link is a stranger's: it is fetched only at a public address (the resolved address checked,
+redirects included), unless the source sets `full_text_internal` (an intranet's pages).
 Each link is tried once: a small file of link digests remembers which, so a feed that changes
 every poll does not fetch its fifty pages again every poll (their records are duplicates by then).
 """
@@ -29,26 +32,36 @@ class FullText:
     def __init__(self, fetcher: Any, memory_path: Path | None = None):
         """`fetcher` is a Fetcher with the full-text timeout (Fetcher.with_timeout); `memory_path`
         None remembers nothing across runs (a dry run writes no file)."""
-        self.fetcher = fetcher
+        self.fetcher = fetcher                # for a source with full_text_internal
+        self.public = fetcher.public_only()   # for every other: an entry's link is a stranger's
         self.memory = _TriedLinks(memory_path)
 
     def enrich(self, source: SourceView, parsed: Parsed) -> None:
         """Fill `content` of the short records in place; problems become parsed.warnings."""
-        for record in parsed.records:
-            link = record.get("link") or ""
-            if record.get("content") or len(record.get("summary") or "") >= SHORT_SUMMARY:
-                continue
-            if not link.startswith(("http://", "https://")) or not self.memory.first_try(source.name, link):
-                continue
+        wanted = [r for r in parsed.records if not r.get("content") and len(r.get("summary") or "") < SHORT_SUMMARY
+                  and (r.get("link") or "").startswith(("http://", "https://"))
+                  and self.memory.first_try(source.name, r["link"])]
+        if not wanted:
+            return
+        missing = missing_module()
+        if missing:  # tried all the same: these entries are stored now, and a page fetched later is a duplicate's
+            parsed.warnings.append(f"full text unavailable: {missing}; {len(wanted)} entries kept their summary")
+            return
+        fetcher = self.fetcher if source.full_text_internal else self.public
+        for record in wanted:
+            link = record["link"]
             try:
-                record["content"] = self.extract(link)
+                record["content"] = self.extract(link, fetcher)
             except FullTextError as exc:
                 parsed.warnings.append(f"full text of {link}: {exc}; kept the summary")
+            except Exception as exc:  # noqa: BLE001 (a bug here must not cost the source its entries)
+                log.exception("full text of %s", link)
+                parsed.warnings.append(f"full text of {link}: internal error {exc!r}"[:300] + "; kept the summary")
 
-    def extract(self, link: str) -> str:
+    def extract(self, link: str, fetcher: Any = None) -> str:
         """The main text of the page at `link` as safe HTML; FullTextError says why not."""
         try:
-            result = self.fetcher.get(link, accept=PAGE_ACCEPT)
+            result = (fetcher or self.public).get(link, accept=PAGE_ACCEPT)
         except FetchError as exc:
             raise FullTextError(str(exc)) from None
         mime = (result.headers.get("content-type") or "text/html").split(";")[0].strip().lower()
@@ -69,6 +82,20 @@ class FullText:
 
 class FullTextError(Exception):
     pass
+
+
+def missing_module() -> str:
+    """'' when full text's modules import; else what is missing, in words an operator acts on.
+    trafilatura (through justext) imports lxml.html.clean, a shell over lxml_html_clean, which an install
+    may lack (justext asks for it as `lxml[html_clean]`, an extra that older pips do not match)."""
+    try:
+        import lxml_html_clean  # noqa: F401
+        import trafilatura  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 (an ImportError, or a broken module's own error)
+        name = getattr(exc, "name", None) or type(exc).__name__
+        return (f"cannot import {name} ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
+                "install it into the daemon's environment (pip install lxml_html_clean trafilatura)")
+    return ""
 
 
 def _charset(headers: Any) -> str:

@@ -77,6 +77,7 @@ class Source:
     push: Push | None = None        # webhook and websub: path, secret_env, delivery_header, hub
     rate: Rate | None = None
     full_text: bool = False
+    full_text_internal: bool = False  # full text may fetch loopback, private and link-local addresses
     entry_filter: EntryFilter = NO_FILTER  # keep and block (parser/pipeline/filters.py), KEEP and BLOCK by default
 
     @property

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 # Every per-protocol source key, in the order the settings messages list them.
 KEYS = ("protocol", "items", "map", "query_params", "header_params", "auth", "next", "page_param", "max_pages",
-        "path", "secret_env", "delivery_header", "hub", "rate", "full_text")
-_POLL_KEYS = ("auth", "rate", "full_text")
+        "path", "secret_env", "delivery_header", "hub", "rate", "full_text", "full_text_internal")
+_POLL_KEYS = ("auth", "rate", "full_text", "full_text_internal")
 _JSON_KEYS = ("items", "map")
 _PAGE_KEYS = ("query_params", "header_params", "next", "page_param", "max_pages")
 _PUSH_KEYS = ("path", "secret_env")

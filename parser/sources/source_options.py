@@ -1,5 +1,5 @@
-"""The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text) and its entry
-rules (keep, block: every protocol's): their checks, and the frozen values they set (those a poll and the
+"""The per-protocol keys of a source (protocol, json_api, webhook, websub, rate, full_text, full_text_internal)
+and its entry rules (keep, block: every protocol's): their checks, and the frozen values they set (those a poll and the
 adapters read are in parser/adapters/source_view.py). Which protocol takes which key, and how each one
 differs, is the table in parser/sources/protocols.py.
 
@@ -103,6 +103,13 @@ def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: 
         problems.add(where, f"full_text must be True or False, got {full_text!r}")
     else:
         out["full_text"] = full_text
+    internal = item.get("full_text_internal", False)
+    if not isinstance(internal, bool):
+        problems.add(where, f"full_text_internal must be True or False, got {internal!r}")
+    elif internal and full_text is not True:
+        problems.add(where, "full_text_internal lets full text fetch internal addresses: it needs full_text True")
+    else:
+        out["full_text_internal"] = internal
     return out
 
 
