@@ -4,6 +4,8 @@ The links are the product of the values, in the template's placeholder order. Pl
 str.format, so a number can be padded (`{id:05d}`) and a date formatted (`{day:%Y/%m/%d}`).
 A number range may be open-ended (no `to`) when the job sets stop_after_misses: it is walked
 from its start and stops after that many consecutive misses (links that are not known good).
+A date range without `to` runs up to today; its open end (open_end) is asked again at each pass 1,
+since today's page may be published after pass 1 asked for it.
 """
 from __future__ import annotations
 
@@ -140,6 +142,22 @@ def sequence(values: Values, today: date) -> Iterator[Any]:
         while day <= last:
             yield day
             day = _next_month(day) if values.by == "month" else date.fromordinal(day.toordinal() + 1)
+
+
+def open_end(values: Mapping[str, Values], since: date, today: date) -> dict[str, Values] | None:
+    """The values narrowed to the open end of a date range without `to`: the periods from `since`
+    (the previous pass 1) up to today, the others as they are. Their links may have been asked
+    before they were published. None when no date range is open or another range never ends."""
+    narrowed = dict(values)
+    for name, v in values.items():
+        if isinstance(v, DateRange) and v.last is None:
+            first = date(since.year, since.month, 1) if v.by == "month" else since
+            if v.by == "month" and first <= v.start:
+                first = v.start  # the range's first month counts from its own first day
+            narrowed[name] = DateRange(max(v.start, first), today, v.by)
+    if narrowed == dict(values) or count_links(narrowed, today) is None:
+        return None
+    return narrowed
 
 
 def _next_month(day: date) -> date:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import partial
 
 from linkgen.harvest import PageResult, fetch_page
 from linkgen.linkfile import Link, Mark
-from linkgen.templates import expand, expand_urls
+from linkgen.templates import expand, expand_urls, open_end
 
 from ..fetch.scheduler import Work
 from .job_context import JobContext
@@ -146,6 +146,7 @@ class Pass1:
             # The misses that ended an open range are asked again each time pass 1 runs: new ids appear.
             # A miss may be a 404 (gone) or a page where no field matched, given up after its retries.
             missed = [u for u in probes if links.status(u) in ("gone", "dead")]
+            missed = list(dict.fromkeys(missed + self._open_end_misses(files, today)))
             links.mark(Mark(u, "reopen", "end of an open range: asked again") for u in missed)
             reopened = len(missed)
             files.pass1_finished(self.ctx.clock())
@@ -160,3 +161,14 @@ class Pass1:
                      "link" if new == 1 else "links")
         return new + reopened
 
+    def _open_end_misses(self, files: JobFiles, today: date) -> list[str]:
+        """The links of a date range's open end (no `to`: up to today) from the previous pass 1's
+        period on that were gone or given up: asked before they were published, so asked again."""
+        previous = files.pass1_at
+        since = datetime.fromtimestamp(previous, UTC).date() if previous > 0 else today
+        narrowed = open_end(files.job.values, min(since, today), today)
+        if narrowed is None:
+            return []
+        links = files.links
+        return [u for u in expand_urls(files.job.template, narrowed, today=today)
+                if u in links and links.status(u) in ("gone", "dead")]
