@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from db.coord import Coordinator
 
+# What the push tables add to db/coord.py's SCHEMA, made with it (idempotent, under its lock).
+PUSH_SCHEMA = """
+-- When a WebSub request was made and is not verified yet: any daemon answers the hub's verification then only.
+ALTER TABLE parser_websub ADD COLUMN IF NOT EXISTS requested_at timestamptz;
+-- The newest delivery ids are kept (prune_deliveries), found by this.
+CREATE INDEX IF NOT EXISTS parser_deliveries_at ON parser_deliveries (at);
+"""
+
 
 class PushTables:
     def __init__(self, coord: Coordinator):
         self.coord = coord
         self.execute = coord.execute
         self.owner = coord.owner
+
+    def create_schema(self) -> None:
+        self.coord.create_schema()
+        self.coord.create_schema(PUSH_SCHEMA)
 
     # -- webhooks and WebSub ----------------------------------------------------------------------
     def take_delivery(self, source: str, delivery: str) -> bool:
@@ -39,12 +51,18 @@ class PushTables:
             {"me": self.owner, "hold": float(hold), "source": source}))
 
     def websub_requested(self, source: str, hub: str, topic: str) -> None:
-        self.execute("UPDATE parser_websub SET hub = %s, topic = %s WHERE source = %s", (hub, topic, source))
+        self.execute("UPDATE parser_websub SET hub = %s, topic = %s, requested_at = now() WHERE source = %s",
+                     (hub, topic, source))
+
+    def websub_waiting(self, source: str) -> bool:
+        """A request of the group's is not verified yet (made by any daemon)."""
+        return bool(self.execute("SELECT 1 FROM parser_websub WHERE source = %s AND requested_at IS NOT NULL",
+                                 (source,)))
 
     def websub_verified(self, source: str, lease: float, renew_in: float) -> None:
         self.execute("""
             UPDATE parser_websub SET expires_at = now() + make_interval(secs => %s),
-                next_at = now() + make_interval(secs => %s) WHERE source = %s""",
+                next_at = now() + make_interval(secs => %s), requested_at = NULL WHERE source = %s""",
             (float(lease), float(renew_in), source))
 
     def websub_row(self, source: str) -> tuple[str | None, str | None, float] | None:

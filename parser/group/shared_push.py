@@ -6,9 +6,10 @@ request, so what must hold for the group is in the shared PostgreSQL (SQL in db/
   answered as a repeat. Should the inbox refuse the write, the id is given back, so the sender's
   retry is taken.
 - SharedWebSub: one subscription per source for the whole group. The secret is the group's (made by
-  the first daemon, unless secret_env names one), a daemon (re)subscribes only when it claims the
-  source's turn in parser_websub, and the hub and topic it asked for are written before the request,
-  so the hub's verification may reach any daemon.
+  the first daemon, unless secret_env names one), and so is the callback's token made from it; a daemon
+  (re)subscribes only when it claims the source's turn in parser_websub, and the hub and topic it asked
+  for, and that a request waits for its verification, are written before the request, so the hub's
+  verification may reach any daemon.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class SharedInbox(Inbox):
     def __init__(self, folder: Path, db_url: str):
         super().__init__(folder)
         self.coords = PerThread(db_url)
-        self.coords.get().create_schema()
+        _tables(self.coords).create_schema()
 
     def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
         if delivery is None:
@@ -56,8 +57,8 @@ class SharedWebSub(WebSub):
     def __init__(self, sources: list, *, db_url: str, **kwargs):
         super().__init__(sources, **kwargs)
         self.coords = PerThread(db_url)
-        self.coords.get().create_schema()
         coord = _tables(self.coords)
+        coord.create_schema()
         for sub in self.subscriptions.values():
             if not sub.source.push.secret():  # a secret of our own making: the group's, the first one's
                 sub.secret = coord.websub_secret(sub.source.name, sub.secret.decode("ascii")).encode("ascii")
@@ -101,3 +102,12 @@ class SharedWebSub(WebSub):
             except StorageError:
                 pass  # another daemon may subscribe again at VERIFY_WAIT: a renewal, not a second one
         return reply
+
+    def _waiting(self, sub: Subscription) -> bool:
+        """This daemon's request, or another's of the group, waits for its verification."""
+        if super()._waiting(sub):
+            return True
+        try:
+            return _tables(self.coords).websub_waiting(sub.source.name)
+        except StorageError:
+            return False  # not answered now: the hub retries its verification, or the request is made again

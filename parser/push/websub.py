@@ -13,9 +13,18 @@ polling the feed at the source's (long) interval, in case the hub misses somethi
 One thread runs subscriptions and renewals; verification and pushes arrive through the shared listener
 (parser/push/listener.py) and its limits; a push without any signature header is acknowledged and dropped
 before its body is read.
+
+The verification GET is unauthenticated, and answering it is taking a lease: so only one the daemon is
+waiting for is answered. The callback given to the hub carries a token made from the secret
+(`?token=...`), which only the hub learns; the topic must be the one asked for; a subscribe must come
+while a request of ours is unverified; its lease is capped to the lease asked for. Anything else gets
+404 and an errors.log line (a flood: a line a minute, see RefusalLog). A denial needs the token and the
+topic too, at any time (a hub may end a subscription it granted).
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
 import logging
 import secrets
@@ -51,7 +60,7 @@ SIGNATURE_HEADERS = ("X-Hub-Signature", "X-Hub-Signature-256")
 @dataclass
 class Subscription:
     source: PushedSource
-    callback: str
+    callback: str                  # the callback's address, for logs; the hub is given callback_url()
     secret: bytes
     hub: str = ""
     topic: str = ""
@@ -60,6 +69,15 @@ class Subscription:
     expires: float = 0.0
     next_action: float = 0.0       # when the subscriber thread should (re)subscribe
     failures: int = 0
+
+    def token(self) -> str:
+        """The callback's token: made from the secret, so it is the group's with SHARED (the secret is),
+        and the same across restarts when secret_env names the secret (the hub's subscription stays one)."""
+        return hmac.new(self.secret, b"websub callback " + self.callback.encode("utf-8"),
+                        hashlib.sha256).hexdigest()[:32]
+
+    def callback_url(self) -> str:
+        return f"{self.callback}?token={self.token()}"
 
 
 def renew_at(now: float, lease: float) -> float:
@@ -120,7 +138,7 @@ class WebSub:
                 sub.hub, sub.topic = self._discover(sub)
             with self._lock:
                 sub.state, sub.next_action = "requested", self.clock() + VERIFY_WAIT
-            form = {"hub.mode": "subscribe", "hub.topic": sub.topic, "hub.callback": sub.callback,
+            form = {"hub.mode": "subscribe", "hub.topic": sub.topic, "hub.callback": sub.callback_url(),
                     "hub.secret": sub.secret.decode("utf-8"), "hub.lease_seconds": str(REQUESTED_LEASE)}
             result = self.fetcher.post_form(sub.hub, form)
         except (FetchError, ParseError) as exc:
@@ -152,27 +170,29 @@ class WebSub:
 
     # -- the hub's requests (listener threads) ----------------------------------------------------
     def verify(self, sub: Subscription, query: Mapping[str, list[str]]) -> Reply:
-        """The hub checks that we asked: echo hub.challenge only for a subscription we want."""
+        """The hub checks that we asked: echo hub.challenge only for a verification we are waiting for
+        (see the module's docstring); refuse anything else with 404 and an errors.log line."""
         def one(key: str) -> str:
             return (query.get(key) or [""])[0]
 
         mode, topic, challenge = one("hub.mode"), one("hub.topic"), one("hub.challenge")
         name = sub.source.name
+        why = self._unexpected(sub, mode, topic, challenge, one("token"))
+        if why:
+            self.refusals.note(name, sub.callback, "404", f"WebSub verification refused (404): "
+                               f"hub.mode={mode[:20]!r}, hub.topic={redact_url(topic[:200])!r}: {why}")
+            return Reply(404, "not requested\n")
         if mode == "denied":
             with self._lock:
                 sub.state, sub.next_action = "denied", self.clock() + RETRY_AFTER[-1]
             logs.error_line(name, sub.source.url, f"WebSub hub denied the subscription: "
-                            f"{one('hub.reason') or 'no reason given'}; asking again in {RETRY_AFTER[-1]:g} s")
+                            f"{one('hub.reason')[:200] or 'no reason given'}; asking again in {RETRY_AFTER[-1]:g} s")
             return Reply(200, "ok\n")
-        if not _same_topic(topic, sub.topic):
-            log.info("%s  verification for another topic refused: %s", name, redact_url(topic))
-            return Reply(404, "unknown topic\n")
-        if mode != "subscribe" or not challenge:
-            # We never unsubscribe: a request to verify one is someone else's, and is refused.
-            log.info("%s  verification of %r refused: not what we asked for", name, mode)
-            return Reply(404, "not requested\n")
         lease_text = one("hub.lease_seconds")
         lease = float(lease_text) if lease_text.isdigit() and int(lease_text) > 0 else DEFAULT_LEASE
+        if lease > REQUESTED_LEASE:  # a longer lease than asked would stop the renewals past the real one's end
+            log.info("%s  WebSub lease of %s s capped to the %d s asked for", name, lease_text[:20], REQUESTED_LEASE)
+            lease = float(REQUESTED_LEASE)
         with self._lock:
             now = self.clock()
             sub.state, sub.lease, sub.expires = "active", lease, now + lease
@@ -181,6 +201,25 @@ class WebSub:
         log.info("%s  WebSub subscription verified by the hub: lease %g s, renewed in %g s", name, lease,
                  sub.next_action - now)
         return Reply(200, challenge)
+
+    def _unexpected(self, sub: Subscription, mode: str, topic: str, challenge: str, token: str) -> str:
+        """Why a verification is not one we wait for ('' when it is)."""
+        if not hmac.compare_digest(token.encode("utf-8", "replace"), sub.token().encode("ascii")):
+            return "the callback's token is missing or wrong (not the address we gave the hub)"
+        if mode not in ("subscribe", "denied"):  # we never unsubscribe: such a request is someone else's
+            return "not a mode we ask for"
+        if not _same_topic(topic, sub.topic):
+            return f"not the topic we asked for ({redact_url(sub.topic) or 'none yet'})"
+        if mode == "subscribe" and not challenge:
+            return "no hub.challenge"
+        if mode == "subscribe" and not self._waiting(sub):
+            return "no subscription request of ours is waiting for its verification"
+        return ""
+
+    def _waiting(self, sub: Subscription) -> bool:
+        """A request of ours is unverified (sent, or being sent: a hub may verify before it answers)."""
+        with self._lock:
+            return sub.state == "requested"
 
     def receive(self, sub: Subscription, headers: Message, body: bytes, peer: str) -> Reply:
         """A push: the new entries of the topic, signed with our secret."""

@@ -17,7 +17,7 @@ from linkgen.spec import HarvestSpec
 from linkgen.templates import NumberRange, Values, count_links, expand, parse_values, placeholders
 
 from ..adapters.extract import compile_selector
-from ..core.setting_values import http_url, seconds_problem, whole_problem
+from ..core.setting_values import as_seconds, http_url, seconds_problem, whole_problem
 
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
             "interval", "delay", "unique_fields")
@@ -78,6 +78,7 @@ def check_link_jobs(raw: Any, add: Callable[[str, str], None]) -> list[LinkJob]:
 def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
     _unknown_keys(item, JOB_KEYS, "", problems)
     v = {**JOB_DEFAULTS, **item}
+    v["interval"], v["delay"] = as_seconds(v["interval"]), as_seconds(v["delay"])  # "1d" as well as 86400
     name = v.get("name")
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         problems.append(f"name must be a table name: lowercase letters, digits and _, starting with a letter "

@@ -12,6 +12,7 @@ import os
 import reprlib
 import sys
 import traceback
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +28,14 @@ from ..core.cpu_pool import default_processes
 from ..core.errors import SettingsError
 from ..core.logs import LOG_FORMATS
 from ..core.record import RECORD_FIELDS
-from ..core.setting_values import duration_problem, duration_seconds, resolve_path, seconds_problem, whole_problem
+from ..core.setting_values import (
+    as_seconds,
+    duration_problem,
+    duration_seconds,
+    resolve_path,
+    seconds_problem,
+    whole_problem,
+)
 from ..core.urls import canonical_url, redact_url
 from ..fetch.ratelimit import Rate
 from ..pipeline.filters import NO_FILTER, EntryFilter
@@ -133,6 +141,10 @@ class Settings:
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
 
 
+# Settings of seconds: a number, or a time with its unit ("10m", "12h").
+SECONDS_SETTINGS = ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE", "DB_TIMEOUT", "SHARED_LEASE",
+                    "FULL_TEXT_TIMEOUT")
+
 # name -> default. The README's settings table is written from this list; keep them together.
 DEFAULTS: dict[str, Any] = {
     "DB_URL": "sqlite:///db/items.db",
@@ -193,9 +205,15 @@ def load_settings(params_path: str | os.PathLike) -> Settings:
     if not path.is_file():
         raise SettingsError(f"{path}: params file does not exist")
     path = path.resolve()
-    values = _import_params(path)
+    found = _import_params(path)
+    values = {k: v for k, v in found.items() if k.isupper()}
+    _refuse_lowercase_settings(found, values, path)
     try:
-        return settings_from_dict(values, path)
+        settings = settings_from_dict(values, path)
+        if path.stat().st_mode & 0o002:  # anyone on the machine could make the daemon run their code
+            settings = replace(settings, notes=(*settings.notes, f"warning: {path} is writable by every user of "
+                                                "this machine, and the daemon runs it as Python: chmod o-w it"))
+        return settings
     except SettingsError:
         raise
     except Exception as exc:  # a value no check foresaw: still the file's problem, said without a traceback
@@ -219,7 +237,18 @@ def _import_params(path: Path) -> dict[str, Any]:
                                 "values: remove the call") from None
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise SettingsError(f"{path}: does not import{where}: {what}") from None
-    return {k: v for k, v in vars(module).items() if k.isupper() and not k.startswith("_")}
+    return {k: v for k, v in vars(module).items() if not k.startswith("_")}
+
+
+def _refuse_lowercase_settings(found: Mapping[str, Any], values: Mapping[str, Any], path: Path) -> None:
+    """`sources = [...]` is read as no setting at all (only UPPERCASE names are): a daemon with no
+    sources that says "settings ok". Refused when the UPPERCASE name is not set; a helper value of
+    one's own is welcome under any other name."""
+    meant = [k for k, v in found.items() if not k.isupper() and k.upper() in DEFAULTS and k.upper() not in values
+             and not callable(v) and not isinstance(v, types.ModuleType)]
+    if meant:
+        raise SettingsError("\n".join(f"{path.name}: {k}: settings are read in UPPERCASE only; did you mean "
+                                      f"{k.upper()}? (a helper value of your own needs another name)" for k in meant))
 
 
 def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
@@ -276,6 +305,8 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
             hint = f", did you mean {close[0]}?" if close else " (your own helper values must be lowercase)"
             problems.add(name, f"unknown setting{hint}")
     v = {**DEFAULTS, **values}
+    for name in SECONDS_SETTINGS:  # "10m" as well as 600, as UNIQUE_WINDOW takes it
+        v[name] = as_seconds(v[name])
     base = params_path.parent
     unique = _check_values(v, base, problems)
     sources = _check_sources(v["SOURCES"], v, base, problems)
@@ -400,7 +431,7 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
             problems.add(where, f"enabled must be True or False, got {enabled!r}")
         # A value the source inherits (POLL_INTERVAL, MAX_ITEMS) was checked once under its own name; a
         # wrong default is one error, not one more per source that never set it.
-        interval = item.get("interval", default_interval(item, v["POLL_INTERVAL"]))
+        interval = as_seconds(item.get("interval", default_interval(item, v["POLL_INTERVAL"])))
         if "interval" in item and (what := seconds_problem(interval)):
             problems.add(where, f"interval {what}, got {reprlib.repr(interval)}")
         headers = item.get("headers", {})
