@@ -48,6 +48,14 @@ def duration_seconds(text: Any) -> float | None:
     return float(match.group(1)) * unit if unit else None
 
 
+def as_seconds(x: Any) -> Any:
+    """A time setting as seconds: a number as it is, a text with its unit ("10m", "2 days") read by
+    duration_seconds, so every setting of seconds takes what UNIQUE_WINDOW takes. Anything else is
+    handed back unchanged, for the setting's own check to refuse in its words."""
+    seconds = duration_seconds(x)
+    return x if seconds is None else seconds
+
+
 def duration_text(seconds: float) -> str:
     """A duration as an operator writes it, in its largest whole unit: 34560000 -> "400d", 5400 -> "90m"."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
