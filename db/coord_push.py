@@ -33,6 +33,15 @@ class PushTables:
         """The delivery could not be kept after all (the disk refused): its sender's retry is no replay."""
         self.execute("DELETE FROM parser_deliveries WHERE source = %s AND delivery = %s", (source, delivery))
 
+    def prune_deliveries(self, keep: int) -> int:
+        """Forget all but the `keep` newest delivery ids (one daemon's deliveries.txt keeps as many; ids
+        taken in the same microsecond as the keep-th are kept with it); how many were forgotten. The
+        index on `at` finds the cut without sorting the table."""
+        return int(self.execute("""
+            WITH gone AS (DELETE FROM parser_deliveries WHERE at < (
+                SELECT at FROM parser_deliveries ORDER BY at DESC OFFSET %s LIMIT 1) RETURNING 1)
+            SELECT count(*) FROM gone""", (max(int(keep) - 1, 0),))[0][0])
+
     def delivery_seen(self, source: str, delivery: str) -> bool:
         return bool(self.execute("SELECT 1 FROM parser_deliveries WHERE source = %s AND delivery = %s",
                                  (source, delivery)))

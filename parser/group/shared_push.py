@@ -4,7 +4,9 @@ request, so what must hold for the group is in the shared PostgreSQL (SQL in db/
 - SharedInbox: a delivery id is taken in parser_deliveries (INSERT ... ON CONFLICT DO NOTHING) before
   the delivery is kept in this daemon's durable inbox; a replay to any daemon finds it there and is
   answered as a repeat. Should the inbox refuse the write, the id is given back, so the sender's
-  retry is taken.
+  retry is taken. The table keeps the newest KEEP_DELIVERY_IDS ids, as one daemon's deliveries.txt
+  does: each daemon prunes it at start and after every PRUNE_EVERY deliveries it took, at a drain
+  (the main thread: no sender waits on it).
 - SharedWebSub: one subscription per source for the whole group. The secret is the group's (made by
   the first daemon, unless secret_env names one), and so is the callback's token made from it; a daemon
   (re)subscribes only when it claims the source's turn in parser_websub, and the hub and topic it asked
@@ -13,15 +15,21 @@ request, so what must hold for the group is in the shared PostgreSQL (SQL in db/
 """
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from db.coord import PerThread
 from db.coord_push import PushTables
 
 from ..core.errors import FetchError, ParseError, StorageError
-from ..pipeline.inbox import Inbox
+from ..pipeline.inbox import KEEP_DELIVERY_IDS, Inbox
 from ..push.listener import Reply
 from ..push.websub import VERIFY_WAIT, Subscription, WebSub
+
+log = logging.getLogger("parser")
+PRUNE_EVERY = 10_000  # deliveries this daemon took between two prunings: the table stays near KEEP_DELIVERY_IDS
 
 
 def _tables(coords: PerThread) -> PushTables:
@@ -33,6 +41,9 @@ class SharedInbox(Inbox):
         super().__init__(folder)
         self.coords = PerThread(db_url)
         _tables(self.coords).create_schema()
+        self._taken = 0  # since the last pruning
+        self._count_lock = threading.Lock()
+        self._prune()
 
     def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
         if delivery is None:
@@ -40,6 +51,8 @@ class SharedInbox(Inbox):
         coord = _tables(self.coords)
         if not coord.take_delivery(source, delivery):
             return False  # another daemon (or this one) took it: a replay
+        with self._count_lock:
+            self._taken += 1
         try:
             return super().accept(source, delivery, records)
         except StorageError:
@@ -48,6 +61,24 @@ class SharedInbox(Inbox):
 
     def seen(self, source: str, delivery: str) -> bool:
         return super().seen(source, delivery) or _tables(self.coords).delivery_seen(source, delivery)
+
+    def drain(self, stage: Callable[[str, list[dict]], None]) -> int:
+        count = super().drain(stage)
+        if self._taken >= PRUNE_EVERY:
+            self._prune()
+        return count
+
+    def _prune(self) -> None:
+        with self._count_lock:
+            self._taken = 0
+        try:
+            forgotten = _tables(self.coords).prune_deliveries(KEEP_DELIVERY_IDS)
+        except StorageError as exc:  # tried again after the next PRUNE_EVERY deliveries
+            log.warning("parser_deliveries not pruned: %s", exc)
+            return
+        if forgotten:
+            log.info("parser_deliveries: %d older delivery ids forgotten (the newest %d kept)", forgotten,
+                     KEEP_DELIVERY_IDS)
 
     def close(self) -> None:
         self.coords.close()
