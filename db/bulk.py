@@ -5,13 +5,16 @@ read a row back for each one stored: a flush of 200,000 rows took 3.6-6.5 times 
 own executemany, and 2.1-2.4 times a psycopg COPY. Here the rows go as they are read (sequences of
 cells in the order of `fields`) to the driver: sqlite3's executemany of one INSERT ... ON CONFLICT
 (hash) DO NOTHING; PostgreSQL's COPY into a temporary table and one INSERT ... SELECT ... ON CONFLICT
-(hash) DO NOTHING from it. Both count what was stored (a hash already there, or twice in the rows, is
-stored once, the first time) and leave the commit to the caller.
+(hash) from it, as db/upsert.py says for the UPDATES mode. Both count what was inserted and what
+updated, turn an empty cell into NULL, and leave the commit to the caller.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import islice
+from typing import NamedTuple
+
+from db.upsert import on_conflict, versions_insert
 
 # PostgreSQL: rows per COPY and INSERT ... SELECT, so that every statement ends well within
 # store.STATEMENT_LIMIT (about 40 MB of 4 KB rows; 200,000 rows took 20 s in all on a 2-core machine).
@@ -19,53 +22,137 @@ COPY_ROWS = 10_000
 _STAGED = "parser_flush_rows"  # the temporary table, dropped at the end of the transaction
 
 
-def sqlite_insert(connection, table: str, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
-    """sqlite3: one executemany; cursor.rowcount sums the rows each INSERT stored (0 for a skipped
-    hash), and, unlike connection.total_changes, never counts a user's trigger's own rows."""
-    names = ", ".join(map(quote, fields))
+class Loaded(NamedTuple):
+    """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source)."""
+    inserted: int
+    updated: int = 0
+
+    def __add__(self, other: object) -> Loaded:  # type: ignore[override]  # sums, not tuple concatenation
+        if not isinstance(other, Loaded):
+            return NotImplemented
+        return Loaded(self.inserted + other.inserted, self.updated + other.updated)
+
+
+class Target(NamedTuple):
+    """Where a flush's rows go: the table, its own columns, the UPDATES mode, the versions table ("history")."""
+    table: str
+    columns: Sequence[str]
+    mode: str = "update"
+    versions: Sequence[str] = ()  # the `<table>_versions` table's columns, with mode "history"
+    changed_type: str = ""  # PostgreSQL: the type of the table's `changed` column (db/upsert.py)
+
+
+def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
+                  quote: Callable) -> Loaded:
+    """sqlite3: one executemany of an INSERT ... ON CONFLICT (hash) (db/upsert.py); an empty cell is
+    NULL. Inserted rows are those with an id past the largest before; cursor.rowcount sums the rows each
+    statement stored or updated (0 for an unchanged hash) and, unlike connection.total_changes, never
+    counts a user's trigger's own rows. "history" goes through a temporary table (sqlite_history)."""
+    table = quote(target.table)
     cursor = connection.cursor()
     try:
-        cursor.executemany(f"INSERT INTO {quote(table)} ({names}) VALUES ({', '.join('?' * len(fields))}) "
-                           "ON CONFLICT (hash) DO NOTHING", rows)
-        return cursor.rowcount
+        before = cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
+        if target.mode == "history":
+            touched = _sqlite_history(cursor, target, fields, rows, quote)
+        else:
+            values = ", ".join("?" if f == "hash" else "NULLIF(?, '')" for f in fields)
+            cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, fields))}) VALUES ({values}) "
+                               + on_conflict(target.table, fields, target.columns, target.mode, "sqlite", quote),
+                               rows)
+            touched = cursor.rowcount
+        inserted = cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE id > ?", (before,)).fetchone()[0]
+        return Loaded(inserted, max(touched - inserted, 0))
     finally:
         cursor.close()
 
 
-def postgresql_copy(connection, table: str, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
-    """psycopg 3: COPY each COPY_ROWS rows into a temporary table of the target's own column types (a
-    hash over varchar(128) is refused there, as the table would refuse it), then move them on."""
+def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
+    """The rows into a temporary table; the stored rows they edit copied into the versions table; then
+    the upsert from the temporary table. Returns the rows the upsert stored or updated."""
     names = ", ".join(map(quote, fields))
-    stored = 0
+    columns = ", ".join(f"{quote(f)} TEXT" for f in fields)
+    cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGED}_h ({columns})")
+    cursor.execute(f"DELETE FROM {_STAGED}_h")
+    typed = ", ".join(quote(f) if f == "hash" else f"NULLIF({quote(f)}, '') AS {quote(f)}" for f in fields)
+    cursor.executemany(f"INSERT INTO {_STAGED}_h ({names}) VALUES ({', '.join('?' * len(fields))})", rows)
+    staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
+    cursor.execute(versions_insert(target.table, f"{target.table}_versions", staged, fields, target.versions,
+                                   "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
+    cursor.execute(f"INSERT INTO {quote(target.table)} ({names}) SELECT {typed} FROM {_STAGED}_h WHERE true "
+                   + on_conflict(target.table, fields, target.columns, target.mode, "sqlite", quote))
+    touched = cursor.rowcount
+    cursor.execute(f"DROP TABLE {_STAGED}_h")
+    return touched
+
+
+def postgresql_copy(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
+                    quote: Callable) -> Loaded:
+    """psycopg 3: COPY each COPY_ROWS rows (binary: the server parses nothing) into a temporary table of
+    text columns, then move them on, cast to the table's own types (move_staged)."""
+    names = ", ".join(map(quote, fields))
+    loaded = Loaded(0, 0)
     with connection.cursor() as cursor:
-        cursor.execute(f"CREATE TEMPORARY TABLE {_STAGED} ON COMMIT DROP AS SELECT {names} FROM {quote(table)} "
-                       "WITH NO DATA")
-        types = _text_types(cursor)
+        cursor.execute(f"CREATE TEMPORARY TABLE {_STAGED} ({', '.join(f'{quote(f)} text' for f in fields)}) "
+                       "ON COMMIT DROP")
+        values = typed_values(cursor, quote(target.table), fields, quote)
         batches = iter(rows)
         while chunk := list(islice(batches, COPY_ROWS)):
-            with cursor.copy(f"COPY {_STAGED} ({names}) FROM STDIN" + (" (FORMAT BINARY)" if types else "")) as copy:
-                if types:
-                    copy.set_types(types)
+            with cursor.copy(f"COPY {_STAGED} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["text"] * len(fields))
                 for row in chunk:
                     copy.write_row(row)
-            stored += move_staged(cursor, _STAGED, quote(table), names, names)
-    return stored
+            loaded += move_staged(cursor, _STAGED, target, fields, values, quote)
+    return loaded
 
 
-def move_staged(cursor, staged: str, table: str, names: str, values: str) -> int:
-    """PostgreSQL: INSERT the temporary table `staged`'s rows (`values`, in the order of the columns
-    `names`) into `table` (quoted), skipping hashes it holds; empty `staged`; return the rows stored."""
-    cursor.execute(f"INSERT INTO {table} ({names}) SELECT {values} FROM {staged} ON CONFLICT (hash) DO NOTHING")
-    stored = cursor.rowcount
+def typed_values(cursor, table: str, fields: Sequence[str], quote: Callable,
+                 cell: Callable[[str], str] = str) -> list[str]:
+    """Each field's value as the table stores it: `cell` of the text column (db/csv_load.py takes the
+    spreadsheet escape off there), '' as NULL, cast to the column's type when it is not a string type (a
+    string type is left to the INSERT's own assignment cast, which refuses a value too long for a
+    varchar(n): an explicit cast would cut it)."""
+    types = column_types(cursor, table)
+    values = []
+    for field in fields:
+        value = cell(quote(field))
+        if field == "hash":
+            values.append(value)
+            continue
+        value = f"NULLIF({value}, '')"
+        spelled, category = types.get(field, ("text", "S"))
+        values.append(value if category == "S" else f"CAST({value} AS {spelled})")
+    return values
+
+
+def column_types(cursor, table: str) -> dict[str, tuple[str, str]]:
+    """Each column's type as SQL spells it, and its category ('S': a string type)."""
+    cursor.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typcategory FROM pg_attribute a "
+                   "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
+                   "AND NOT a.attisdropped", (table,))
+    return {name: (spelled, category) for name, spelled, category in cursor.fetchall()}
+
+
+def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], values: Sequence[str],
+                quote: Callable) -> Loaded:
+    """PostgreSQL: INSERT the temporary table `staged`'s rows (`values`: each field's typed expression) into
+    the target, as the UPDATES mode says (db/upsert.py); empty `staged`. Of two rows with one hash the last
+    is stored, at the first's place (ON CONFLICT DO UPDATE may touch a row once per statement)."""
+    names = ", ".join(map(quote, fields))
+    table = quote(target.table)
+    typed = ", ".join(f"{value} AS {quote(field)}" for field, value in zip(fields, values, strict=True))
+    if target.mode == "ignore":
+        source = f"SELECT {typed} FROM {staged}"
+    else:  # each hash's last row, at its first row's place (as SQLite's executemany: insert, then update)
+        source = (f"SELECT {names} FROM (SELECT {typed}, first_value(ctid) OVER (PARTITION BY hash ORDER BY ctid) "
+                  f"AS parser_at, row_number() OVER (PARTITION BY hash ORDER BY ctid DESC) AS parser_nth "
+                  f"FROM {staged}) d WHERE parser_nth = 1 ORDER BY parser_at")
+    if target.mode == "history":
+        cursor.execute(versions_insert(target.table, f"{target.table}_versions", f"({source}) s", fields,
+                                       target.versions, "postgresql", quote, "now()"))
+    clause = on_conflict(target.table, fields, target.columns, target.mode, "postgresql", quote, target.changed_type)
+    cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
+                   "RETURNING (xmax = 0) AS fresh) "
+                   "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
+    inserted, updated = cursor.fetchone()
     cursor.execute(f"TRUNCATE {staged}")
-    return stored
-
-
-def _text_types(cursor) -> list[str] | None:
-    """The temporary table's column types when every one is text or varchar: the rows then go in
-    COPY's binary format, which the server need not parse (a fifth less time for the COPY). A user's
-    own column of another type (a number, jsonb) is read from COPY's text format, as it is typed."""
-    cursor.execute("SELECT atttypid::regtype::text FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
-                   "AND NOT attisdropped ORDER BY attnum", (_STAGED,))
-    types = [name for (name,) in cursor.fetchall()]
-    return types if set(types) <= {"text", "character varying"} else None
+    return Loaded(inserted, updated)

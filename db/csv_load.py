@@ -1,8 +1,8 @@
 """PostgreSQL reads a staging file itself: the file's bytes, as they lie on disk, go to COPY ... (FORMAT
 csv) into a temporary table of text columns in the header's order, and an INSERT ... SELECT ... ON
-CONFLICT (hash) DO NOTHING moves them on, taking the spreadsheet escape off and casting each cell to
-the table's own column type. Python's csv module took 6.5-8.3 s of a 200,000-row flush; the server's
-CSV parser runs in its own process, beside the driver's.
+CONFLICT (hash) (db/upsert.py) moves them on, taking the spreadsheet escape off and casting each cell to
+the table's own column type, an empty cell NULL (db/bulk.py typed_values). Python's csv module took
+6.5-8.3 s of a 200,000-row flush; the server's CSV parser runs in its own process, beside the driver's.
 
 The file goes in parts that end at a record's end (a newline after an even number of quotes: every
 quote inside a field is doubled), each one COPY and one INSERT, so every statement ends well within
@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from db.bulk import move_staged
+from db.bulk import Loaded, Target, move_staged, typed_values
 
 PART_BYTES = 32 * 2**20  # file bytes per COPY and INSERT: about 8,000 rows of 4 KB, a second or two each
 BLOCK_BYTES = 2**20  # bytes per copy.write
@@ -28,17 +28,17 @@ class UnsafeForCopyError(ValueError):
     """The file holds what COPY would read otherwise than the csv module: read it in Python."""
 
 
-def postgresql_copy_csv(connection, table: str, fields: Sequence[str], path: Path, quote: Callable,
-                        escaped_start: Collection[str]) -> tuple[int, int]:
-    """Load the staging file `path` (its header: `fields`, every one a column of `table`); return
-    (rows stored, rows in the file). `escaped_start`: the characters an apostrophe was put before."""
+def postgresql_copy_csv(connection, target: Target, fields: Sequence[str], path: Path, quote: Callable,
+                        escaped_start: Collection[str]) -> tuple[Loaded, int]:
+    """Load the staging file `path` (its header: `fields`, every one a column of the target table);
+    return (what was loaded, rows in the file). `escaped_start`: the characters an apostrophe was put before."""
     names = ", ".join(map(quote, fields))
-    stored = copied = 0
+    loaded, copied = Loaded(0, 0), 0
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE TEMPORARY TABLE {_STAGED} ({', '.join(f'{quote(f)} text' for f in fields)}) "
                        "ON COMMIT DROP")
-        types = _column_types(cursor, quote(table))
-        values = ", ".join(_true_value(quote(f), types[f], escaped_start) for f in fields)
+        values = typed_values(cursor, quote(target.table), fields, quote,
+                              cell=lambda column: _true_text(column, escaped_start))
         with open(path, "rb") as f:
             block, header = f.read(BLOCK_BYTES), "true"
             while block:
@@ -47,9 +47,9 @@ def postgresql_copy_csv(connection, table: str, fields: Sequence[str], path: Pat
                                  f"FORCE_NOT_NULL ({names}))") as copy:
                     block = _send_part(copy, f, block)
                 copied += cursor.rowcount
-                stored += move_staged(cursor, _STAGED, quote(table), names, values)
+                loaded += move_staged(cursor, _STAGED, target, fields, values, quote)
                 header = "false"
-    return stored, copied
+    return loaded, copied
 
 
 def _send_part(copy, f: BinaryIO, block: bytes) -> bytes:
@@ -80,22 +80,10 @@ def _record_end(block: bytes, quotes: int) -> int | None:
     return None
 
 
-def _column_types(cursor, table: str) -> dict[str, tuple[str, str]]:
-    """Each column's type as SQL spells it, and its category ('S': a string type)."""
-    cursor.execute("SELECT a.attname, format_type(a.atttypid, a.atttypmod), t.typcategory FROM pg_attribute a "
-                   "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = %s::regclass AND a.attnum > 0 "
-                   "AND NOT a.attisdropped", (table,))
-    return {name: (spelled, category) for name, spelled, category in cursor.fetchall()}
-
-
-def _true_value(column: str, column_type: tuple[str, str], escaped_start: Collection[str]) -> str:
+def _true_text(column: str, escaped_start: Collection[str]) -> str:
     """The cell with the apostrophe staging._cell put before a formula's first character taken off (only
-    there, as staging._true_text does), cast to the column's type. A string type is left to the
-    INSERT's own assignment cast, which refuses a value too long for a varchar(n) (an explicit cast
-    would cut it)."""
+    there, as staging._true_text does)."""
     marks = ", ".join(f"chr({ord(c)})" if not c.isprintable() else "'" + c.replace("'", "''") + "'"
                       for c in sorted(escaped_start))
-    value = (f"CASE WHEN left({column}, 1) = '''' AND substr({column}, 2, 1) IN ({marks}) "
-             f"THEN substr({column}, 2) ELSE {column} END")
-    spelled, category = column_type
-    return value if category == "S" else f"CAST({value} AS {spelled})"
+    return (f"CASE WHEN left({column}, 1) = '''' AND substr({column}, 2, 1) IN ({marks}) "
+            f"THEN substr({column}, 2) ELSE {column} END")

@@ -161,11 +161,12 @@ def test_a_dropped_unique_index_on_hash_is_made_again_and_nothing_stored_twice(p
     """In-process: the index every insert names (ON CONFLICT (hash)) dropped by hand."""
     db = Database(pg_url.replace("postgresql://", "postgresql+psycopg://"))
     try:
-        assert db.insert_new("items", ("hash", "link"), [{"hash": "a", "link": "1"}]) == 1
+        assert db.insert_new("items", ("hash", "link"), [{"hash": "a", "link": "1"}]).inserted == 1
         with psycopg.connect(pg_url) as con:
             con.execute("ALTER TABLE items DROP CONSTRAINT items_hash_key")
-        assert db.insert_new("items", ("hash", "link"), [{"hash": "a", "link": "1"}, {"hash": "b", "link": "2"}]) == 1
-        assert db.insert_new("items", ("hash", "link"), [{"hash": "b", "link": "2"}]) == 0
+        rows = [{"hash": "a", "link": "1"}, {"hash": "b", "link": "2"}]
+        assert db.insert_new("items", ("hash", "link"), rows).inserted == 1
+        assert db.insert_new("items", ("hash", "link"), [{"hash": "b", "link": "2"}]).inserted == 0
     finally:
         db.close()
     assert stored_links(None, pg_url) == ["1", "2"]

@@ -160,3 +160,15 @@ def html_to_text(value: Any) -> str:
 
 def now_iso(clock=time.time) -> str:
     return utc_iso(float(clock()))
+
+
+def content_digest(*texts: str) -> str:
+    """16 hex characters over what an edit changes (EDITABLE_FIELDS, or an entry's raw text): kept per
+    entry beside its key, so a poll re-reads and re-stages only what changed (parser/pipeline/known.py)."""
+    joined = "\x1f".join(texts).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(joined, digest_size=8).hexdigest()
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """content_digest of a record's EDITABLE_FIELDS."""
+    return content_digest(*(str(record.get(name) or "") for name in EDITABLE_FIELDS))

@@ -30,6 +30,7 @@ from ..fetch.ratelimit import RateLimits
 from ..fetch.scheduler import Scheduler, Work
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
+from ..pipeline.known import KnownDigests
 from ..pipeline.sink import Batch, PrintSink, Sink, Staged, open_sink
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
@@ -71,7 +72,7 @@ class FeedPass:
         try:
             self.sink = open_sink(settings, table="items", columns=RECORD_FIELDS,
                                   unique_fields=settings.unique_fields, staging_dir=settings.staging_dir,
-                                  dry_run=dry_run, out=out)
+                                  dry_run=dry_run, out=out, updates=settings.items_updates)
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
             raise
@@ -86,12 +87,18 @@ class FeedPass:
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
         # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
-        # Per source, the keys its last poll had checked (parser/pipeline/first_read.py): its next poll
-        # reads whole only the entries not among them. In memory: after a restart a first poll reads all.
-        self.known: dict[str, frozenset[str]] = {}
+        # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
+        # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
+        # with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored) or a dry run.
+        remember = settings.dedup != "off" and not dry_run
+        self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
+                                  settings.staging_dir / "hashes.txt")
+        if remember:
+            self.sink.known = self.known
         self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
+        # A body's parse is bounded as its fetch is (DEADLINE): one past it is abandoned and refused.
         self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",),
-                           on_demand=settings.parse_on_demand)
+                           on_demand=settings.parse_on_demand, timeout=settings.deadline)
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
             if any(src.full_text for src in sources) else None
@@ -204,7 +211,7 @@ class FeedPass:
         address = polled_at(source, state)
         self.in_flight += 1
         keying = Keying(rule=(self.settings.unique_fields, self.settings.hash, "items"),
-                        known=self.known.get(source.name, frozenset()), feed_urls=(source.url,))
+                        known=self.known.get(source.name), feed_urls=(source.url,))
         self.scheduler.add(Work(url=address.url,
                                 run=partial(self._poll, address, state.etag, state.last_modified,
                                             state.may_discover(), keying),
@@ -250,21 +257,21 @@ class FeedPass:
         """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
         answered = [o for o in outcomes if o.error is None and not o.result.not_modified]
         results = self.sink.stage_many([self._batch(o) for o in answered])
-        # With no uniqueness check nothing is known to be seen; a --once run polls no source twice, so what
-        # its polls checked would only be held (tens of MB over 10,000 feeds) until the run ends.
-        remember = self.settings.dedup != "off" and not self.once
         for outcome, staged in zip(answered, results, strict=True):
             self._say(outcome.parsed.said)
-            if remember and outcome.parsed.keys is not None:
-                self.known[outcome.source.name] = frozenset((*staged.checked, *outcome.parsed.known))
+            if self.known.path is not None:  # packed: 16 bytes an entry (parser/pipeline/known.py)
+                self.known.put(outcome.source.name, staged.digests)
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
 
     def _batch(self, outcome: PollOutcome) -> Batch:
         """One poll's records for the sink, less those its keep/block rules drop (counted on the outcome):
         never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py)."""
         parsed = outcome.parsed
-        records, keys, outcome.blocked = outcome.source.entry_filter.split(parsed.records, parsed.keys)
-        return Batch(records, self._feed_links(outcome.source, outcome), keys, len(parsed.known))
+        source = outcome.source
+        records, keys, outcome.blocked = source.entry_filter.split(parsed.records, parsed.keys)
+        return Batch(records, self._feed_links(source, outcome), keys, len(parsed.known),
+                     digests=parsed.digests or None, previous=self.known.get(source.name),
+                     updates=source.updates != "ignore" and self.known.path is not None)
 
     def _say(self, lines: list[tuple[bool, str]]) -> None:
         """Identity's lines from where the body was parsed; a once-per-source line once per run."""
@@ -292,7 +299,11 @@ class FeedPass:
             blocked = 0
             if source is not None:  # its keep/block rules, as for its polls (_batch)
                 records, _, blocked = source.entry_filter.split(records)
-            staged = self.sink.stage(records, self.feed_links.get(name, ()))
+            updates = source is not None and source.updates != "ignore" and self.known.path is not None
+            staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()), previous=self.known.get(name),
+                                                 updates=updates)])[0]
+            if updates:
+                self.known.merge(name, staged.digests)
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 now, state = self.clock(), self.schedule.state(source)
                 self.schedule.changed()

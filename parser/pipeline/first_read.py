@@ -12,12 +12,13 @@ every entry is read whole and keyed here as the sink would: the same keys, only 
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..adapters import Parsed, parse_body
 from ..adapters.source_view import SourceView
-from ..core.record import clean_text, safe_record
+from ..core.record import clean_text, record_digest, safe_record
 from .identity import Identity
+from .known import short_key
 
 # One per table rule in each process, shared by its threads: its canonical-link cache lives on.
 _IDENTITIES: dict[tuple, Identity] = {}
@@ -32,9 +33,11 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
 
 
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, known: Collection[str], rule: tuple, feed_urls: tuple[str, ...]) -> Parsed:
-    """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key is in
-    `known` left unread (Parsed.known). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
+             limit: int, known: Mapping[str, str] | None, rule: tuple, feed_urls: tuple[str, ...]) -> Parsed:
+    """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key `known`
+    holds with the same digest left unread (Parsed.known); every entry's digest in Parsed.digests.
+    `known`: short key -> digest of the source's last poll (parser/pipeline/known.py), None when nothing is
+    known of it (every entry read). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
     `feed_urls`: the feed's addresses that the sink takes as its own (with the home page the body gives).
     Raises ParseError as parse_body does."""
     identity = identity_for(*rule)
@@ -45,12 +48,17 @@ def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str,
         said.clear()  # asked again when the fast path handed the body on after asking
         chosen.clear()
         # As the sink would see them: sanitize.finish_record's clean_text, then safe_record.
-        stubs = [safe_record({name: clean_text(value) for name, value in one.items()}) for one in ids]
+        digests = [one.get("digest", "") for one in ids]
+        stubs = [safe_record({name: clean_text(value) for name, value in one.items() if name != "digest"})
+                 for one in ids]
         identified = identity.identify(stubs, (home, *feed_urls), said) if identity.keyed_by_ids() else None
         if identified is None or identified.by_content:
             said.clear()  # keyed again below, from the whole records
             return [True] * len(ids)
-        wanted = [key not in known for key in identified.keys]
+        previous = known or {}
+        wanted = [not digest or previous.get(short_key(key)) != digest
+                  for key, digest in zip(identified.keys, digests, strict=True)]
+        chosen["digests"] = {key: digest for key, digest in zip(identified.keys, digests, strict=True) if digest}
         chosen["keys"] = [key for key, want in zip(identified.keys, wanted, strict=True) if want]
         chosen["known"] = [key for key, want in zip(identified.keys, wanted, strict=True) if not want]
         chosen["stored"] = [stub for stub, want in zip(identified.records, wanted, strict=True) if want]
@@ -60,9 +68,10 @@ def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str,
     if "keys" in chosen:
         for record, stub in zip(parsed.records, chosen["stored"], strict=True):
             record["link"], record["guid"] = stub["link"], stub["guid"]  # as identity stores them
-        parsed.keys, parsed.known = chosen["keys"], chosen["known"]
+        parsed.keys, parsed.known, parsed.digests = chosen["keys"], chosen["known"], chosen["digests"]
     else:  # keyed by more than the ids: every record was read, and is keyed here from the whole record
         identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
         parsed.records, parsed.keys = identified.records, identified.keys
+        parsed.digests = {key: record_digest(r) for key, r in zip(identified.keys, identified.records, strict=True)}
     parsed.said = said
     return parsed

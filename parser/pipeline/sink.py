@@ -11,19 +11,21 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+from db.bulk import Loaded
 from db.store import Database
 
 from ..core.errors import RecordRefusedError, StorageError
-from ..core.record import AnyRecord, safe_record
+from ..core.record import AnyRecord, record_digest, safe_record
 from .batch_read import read_parts
 from .dedup import Uniqueness, open_uniqueness
 from .history import History
 from .identity import Identity
+from .known import KnownDigests, short_key
 from .quarantine import set_aside
 from .staging import ESCAPED_START, StagingFile, read_header
 
@@ -35,6 +37,18 @@ class Staged:
     new: list[dict[str, str]]  # the new records, each with its `hash`
     duplicates: int
     checked: list[str] = field(default_factory=list)  # every key the uniqueness check was asked (new or not)
+    # Records stored before, staged again to update their rows: their digest differs from the last poll's
+    # (`changed` of them), or none was known (a first poll since the digests were lost: the flush changes
+    # the row only where something differs).
+    updates: list[dict[str, str]] = field(default_factory=list)
+    changed: int = 0
+    digests: dict[str, str] = field(default_factory=dict)  # key -> digest of every entry of the batch
+
+
+class FlushCount(NamedTuple):
+    written: int  # rows inserted
+    updated: int  # rows an update changed (an entry edited at its source)
+    already: int  # rows the table held as they were (a batch loaded again, an unchanged entry rechecked)
 
 
 class Batch(NamedTuple):
@@ -43,14 +57,23 @@ class Batch(NamedTuple):
     feed_links: Iterable[str] = ()  # the feed's own addresses (parser/pipeline/identity.py)
     keys: Sequence[str] | None = None  # taken already where the body was parsed (parser/pipeline/first_read.py)
     known: int = 0  # entries left unread there as seen by the source's last poll: duplicates
+    # key -> digest, as the parse took them (the records' and the unread entries'); None: from the records.
+    digests: Mapping[str, str] | None = None
+    # The source's last poll's digests (short key -> digest, parser/pipeline/known.py); None: none known, so
+    # an entry stored before is staged again (the flush changes its row only when something differs).
+    previous: Mapping[str, str] | None = None
+    updates: bool = False  # stage an entry stored before whose digest changed (UPDATES is not "ignore")
 
 
 def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
-               feed_links: Iterable[str] = (), keys: Sequence[str] | None = None) -> Staged:
+               feed_links: Iterable[str] = (), keys: Sequence[str] | None = None, *,
+               digests: Mapping[str, str] | None = None, previous: Mapping[str, str] | None = None,
+               updates: bool = False) -> Staged:
     """Key each record (parser/pipeline/identity.py: one poll's records together, `feed_links` being the feed's
     own addresses; or `keys` given, taken with the same rules where the body was parsed) and keep, with its
     `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's earlier batches);
-    the uniqueness check is asked once per batch."""
+    the uniqueness check is asked once per batch. With `updates`, a record stored before is kept too (it
+    updates its row at the flush) when its digest differs from `previous`'s, or when `previous` is None."""
     # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
     # text no UTF-8 file or database can hold is made safe here, before the key is taken.
     records = [safe_record(record) for record in records]
@@ -60,15 +83,25 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
     unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
     fresh: list[dict[str, str]] = []
-    for record, digest in zip(records, keys, strict=True):
-        if digest in unseen and digest not in seen:
-            seen.add(digest)
-            fresh.append({"hash": digest, **record})
-    return Staged(new=fresh, duplicates=len(records) - len(fresh), checked=list(keys))
+    staged = Staged(new=fresh, duplicates=0, checked=list(keys), digests=dict(digests or {}))
+    for record, key in zip(records, keys, strict=True):
+        digest = staged.digests.get(key) or staged.digests.setdefault(key, record_digest(record))
+        if key in seen:
+            continue
+        if key in unseen:
+            seen.add(key)
+            fresh.append({"hash": key, **record})
+        elif updates and (previous is None or previous.get(short_key(key), digest) != digest):
+            seen.add(key)
+            staged.updates.append({"hash": key, **record})
+            staged.changed += previous is not None
+    staged.duplicates = len(records) - len(fresh) - staged.changed
+    return staged
 
 
 def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]) -> Staged:
-    staged = select_new(batch.records, dedup, identity, seen, feed_links=batch.feed_links, keys=batch.keys)
+    staged = select_new(batch.records, dedup, identity, seen, feed_links=batch.feed_links, keys=batch.keys,
+                        digests=batch.digests, previous=batch.previous, updates=batch.updates)
     staged.duplicates += batch.known
     return staged
 
@@ -83,10 +116,12 @@ def print_records(records: list[dict], out: TextIO) -> None:
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None):
+                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update"):
         """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
-        in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py)."""
+        in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py); `updates`:
+        the table's UPDATES mode at the flush (db/upsert.py)."""
         self.table = table
+        self.updates = updates
         self.columns = ("hash", *columns)
         self.identity = Identity(unique_fields, algorithm, table=table)
         self.folder = staging_dir
@@ -96,6 +131,7 @@ class Sink:
         self.history.check_rule()
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, window=unique_window)
+        self.known: KnownDigests | None = None  # the feeds' sink: each source's last poll (parser/pipeline/known.py)
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
@@ -107,64 +143,68 @@ class Sink:
         seen: set[str] = set()
         results = [_checked(Batch(*batch), self.dedup, self.identity, seen) for batch in batches]
         new = [record for staged in results for record in staged.new]
-        if new:
+        rows = new + [record for staged in results for record in staged.updates]
+        if rows:
             refused: list[tuple[dict, str]] = []
-            self.staging.append(new, refused)
+            self.staging.append(rows, refused)
             for record, error in refused:
                 set_aside(self.folder, self.table, record, error)
             self.dedup.add(r["hash"] for r in new)  # a set-aside record is not asked for again
         return results
 
-    def flush(self, db: Database) -> tuple[int, int]:
-        """Load every pending batch into the table; return (rows written, rows already stored).
+    def flush(self, db: Database) -> FlushCount:
+        """Load every pending batch into the table; return what was written, updated, already stored.
 
-        Rotate, insert ignoring known hashes, commit, then delete the batch: a crash anywhere in
-        between is repaired by doing it again. A batch read here goes in parts of
-        batch_read.PART_CHARS, each committed: after a crash or a failed part, the parts already in
-        are counted as already stored when the batch is loaded again.
+        Rotate, insert (or update, as `updates` says: db/upsert.py) by hash, commit, then delete the batch:
+        a crash anywhere in between is repaired by doing it again, and a row updated already is left as it
+        is the second time. A batch read here goes in parts of batch_read.PART_CHARS, each committed: after
+        a crash or a failed part, the parts already in are counted as already stored when loaded again.
         """
         self.staging.rotate()
-        written = already = 0
+        written = updated = already = 0
         for batch in self.staging.batches():
-            inserted, rows = self._load(db, batch)
+            loaded, rows = self._load(db, batch)
             os.remove(batch)
-            written += inserted
-            already += rows - inserted
-        if written or already:  # the mark of the database these hashes went into (parser/pipeline/history.py)
+            written, updated = written + loaded.inserted, updated + loaded.updated
+            already += rows - loaded.inserted - loaded.updated
+        if written or already or updated:  # the mark of the database these hashes went into (pipeline/history.py)
             self.history.flushed(db, self.table)
-        return written, already
+        return FlushCount(written, updated, already)
 
-    def _load(self, db: Database, batch: Path) -> tuple[int, int]:
-        """Load one batch file; return (rows written, rows in it). PostgreSQL parses the file itself;
+    def _load(self, db: Database, batch: Path) -> tuple[Loaded, int]:
+        """Load one batch file; return (what was loaded, rows in it). PostgreSQL parses the file itself;
         when it cannot or refuses something, the file is read here and inserted as rows, a part at a
         time: the memory a flush takes follows the part, not the file."""
         loaded = db.insert_file(self.table, self.columns, batch, read_header(batch) or (),
-                                escaped_start=ESCAPED_START)
+                                escaped_start=ESCAPED_START, mode=self.updates)
         if loaded is not None:
             return loaded
-        written = rows = 0
+        done, rows = Loaded(0, 0), 0
         for cells in read_parts(batch):  # each part inserted (its own transaction) and let go before the next
             for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
                 cells.rows[unsafe] = list(safe_record(dict(enumerate(cells.rows[unsafe]))).values())
-            written += self._insert(db, cells.header, cells.rows) if cells.rows else 0
+            if cells.rows:
+                done += self._insert(db, cells.header, cells.rows)
             rows += len(cells.rows)
-        return written, rows
+        return done, rows
 
-    def _insert(self, db: Database, fields: Sequence[str], rows: Sequence[Sequence[str | None]]) -> int:
+    def _insert(self, db: Database, fields: Sequence[str], rows: Sequence[Sequence[str | None]]) -> Loaded:
         """Insert rows (cells in the order of `fields`); when the database refuses a value, find the
         refused rows by halving (a few transactions for a few bad rows among thousands), set them aside
         and insert the others."""
         try:
-            return db.insert_new(self.table, self.columns, rows, fields=fields)
+            return db.insert_new(self.table, self.columns, rows, fields=fields, mode=self.updates)
         except RecordRefusedError as exc:
             if len(rows) == 1:
                 set_aside(self.folder, self.table, dict(zip(fields, rows[0], strict=True)), str(exc))
-                return 0
+                return Loaded(0, 0)
         middle = len(rows) // 2
         return self._insert(db, fields, rows[:middle]) + self._insert(db, fields, rows[middle:])
 
     def save(self) -> None:
         self.dedup.save()
+        if self.known is not None:  # after the hashes: a digest saved never leads the hash it goes with
+            self.known.save()
 
     def close(self) -> None:
         self.dedup.close()
@@ -200,8 +240,8 @@ class PrintSink:
     def stage_many(self, batches: Sequence[Batch | tuple]) -> list[Staged]:
         return [_checked(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
 
-    def flush(self, db: Database | None) -> tuple[int, int]:
-        return 0, 0
+    def flush(self, db: Database | None) -> FlushCount:
+        return FlushCount(0, 0, 0)
 
     def save(self) -> None:
         pass
@@ -223,11 +263,13 @@ __all__ = ["Batch", "PrintSink", "Sink", "Staged", "StorageError"]
 
 
 def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, dry_run: bool, out: TextIO | None = None) -> Sink | PrintSink:
-    """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place."""
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update") -> Sink | PrintSink:
+    """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place.
+    `updates`: the table's UPDATES mode (db/upsert.py)."""
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
     kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
                   csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
                   setting=setting)
-    return PrintSink(out=out or sys.stdout, **kwargs) if dry_run else Sink(unique_window=settings.unique_window,
-                                                                           **kwargs)
+    if dry_run:
+        return PrintSink(out=out or sys.stdout, **kwargs)
+    return Sink(unique_window=settings.unique_window, updates=updates, **kwargs)

@@ -7,7 +7,7 @@ here, by its row in parser/sources/protocols.py, and in its adapter, never downs
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..adapters import Parsed, newest, parse_body
@@ -30,9 +30,9 @@ JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
 @dataclass(frozen=True)
 class Keying:
     """Identity first (parser/pipeline/first_read.py) for one poll: the sink's rule, the keys the
-    source's last poll had checked, and the feed's own addresses as the sink names them."""
+    source's last poll held with their digests, and the feed's own addresses as the sink names them."""
     rule: tuple            # (UNIQUE_FIELDS, HASH, table)
-    known: Collection[str]
+    known: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/known.py)
     feed_urls: tuple[str, ...]
 
 
