@@ -129,7 +129,7 @@ def redact_url(url: str) -> str:
 
 def _redact_db_url(url: str) -> str | None:
     """`url` as SQLAlchemy parses it, user, password and secret-looking query values hidden; None
-    when it is no URL SQLAlchemy reads."""
+    when it is no URL SQLAlchemy reads or it holds none of these (it is then shown as written)."""
     # imported on first use: the parse processes load this module for canonical_url, never a database
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
@@ -137,7 +137,10 @@ def _redact_db_url(url: str) -> str | None:
         parsed = make_url(url)
     except (ArgumentError, ValueError, TypeError):
         return None
-    query = {k: ("***" if _SECRET_PARAM.search(k) else v) for k, v in parsed.query.items()}
+    secret = [k for k in parsed.query if _SECRET_PARAM.search(k)]
+    if not (parsed.username or parsed.password or secret):
+        return None
+    query = {k: ("***" if k in secret else v) for k, v in parsed.query.items()}
     # URL.set takes None for "unchanged": the namedtuple's own _replace empties them.
     shown = parsed.set(query=query)._replace(username=None, password=None)
     if shown.host and "@" in shown.host:
