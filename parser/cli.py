@@ -43,7 +43,8 @@ def build_arguments() -> argparse.ArgumentParser:
                     "file (from a URL template or a harvest from a root page), pass 2 fetches each "
                     "pending link once into the job's own table.",
         epilog="Exit codes: 0 done, 1 the daemon could not work (lock held, database unreachable at "
-               "the final flush of --once, a critical error), 2 bad settings or arguments. "
+               "the final flush of --once, a critical error), 2 bad settings or arguments, 4 --once: every "
+               "source polled failed (when some did, the last line says how many). "
                "Files: STAGING_DIR/staging.csv, LOG_DIR/parser.log, errors.log, critical.log; a job's "
                "link file is STAGING_DIR/jobs/NAME/links.txt.")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")

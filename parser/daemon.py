@@ -45,6 +45,7 @@ from .technique import Techniques
 __all__ = ["Daemon", "RunOptions"]
 log = logging.getLogger("parser")
 NOTES_FILE = "notes.json"  # in STAGING_DIR: the settings' notes said at the last start (Daemon._say_notes)
+EXIT_ALL_FAILED = 4  # --once: every source polled failed (cron tells it from a run that collected)
 CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/operate/control.py) and pushed records
 STOPPED = {True: "stopped on signal; staged records flushed",  # by whether the last flush went through
            False: "stopped on signal; the flush failed, records stay in staging"}
@@ -225,11 +226,31 @@ class Daemon:
         self.feeds.stage_pushed()
         self.feeds.taker.summary()
         if self.options.dry_run:
-            return 0
+            return self._once_said(0)
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
             log.info(STOPPED[flush_ok])
-        return 0 if flush_ok else 1
+        return self._once_said(0 if flush_ok else 1)
+
+    def _once_said(self, code: int) -> int:
+        """--once's last line: how many of the sources polled failed, so cron's mail says it. A run in
+        which every one failed collected nothing: exit EXIT_ALL_FAILED, not 0, unless the flush already
+        failed (1). Counted from daemon.json's counters: in --once a source is polled once, a held
+        one (Retry-After) not at all."""
+        if not self.feeds.sources:
+            return code  # --job alone: no feeds to speak of
+        polled, failed = int(self.run_info.totals["polls"]), int(self.run_info.totals["errors"])
+        if not polled:
+            log.info("done: no source polled (each held by its server's Retry-After)")
+        elif not failed:
+            log.info("done: %d %s polled, none failed", polled, "source" if polled == 1 else "sources")
+        elif failed < polled:
+            log.warning("done: %d of %d sources polled failed (errors.log says why)", failed, polled)
+        else:
+            code = code or EXIT_ALL_FAILED
+            log.warning("done: every source polled failed (%d of %d; errors.log says why): exit %d", failed,
+                        polled, code)
+        return code
 
     def _seconds_until_next(self, next_flush: float) -> float:
         """How long the main thread may wait for finished work before something else is due."""

@@ -67,7 +67,11 @@ def test_log_format_json_writes_one_object_a_line(server, project):
     proc = project.run("--once")
     assert proc.returncode == 0, proc.stderr
     events = [json.loads(line) for line in project.log().splitlines()]
-    assert all(set(e) >= {"time", "level", "log", "message"} and e["level"] == "INFO" for e in events)
+    assert all(set(e) >= {"time", "level", "log", "message"} for e in events)
+    assert {e["level"] for e in events[:-1]} == {"INFO"}
+    # The last line counts the failed sources, a warning: under cron it reaches the mail.
+    assert (events[-1]["level"], events[-1]["message"]) == ("WARNING", "done: 1 of 2 sources polled failed "
+                                                            "(errors.log says why)")
     assert events[0]["message"] == f"params: {project.params}"
     assert any(e["message"].startswith("ok  new 2") for e in events)
     errors = [json.loads(line) for line in project.log("errors.log").splitlines()]

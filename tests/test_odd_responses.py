@@ -40,7 +40,7 @@ def test_a_maintenance_page_from_a_feed_is_an_error_and_the_feed_is_asked_again(
     project.run("--once", check=True)
 
     server.route("/feed.xml", body=MAINTENANCE, content_type="text/html; charset=utf-8")
-    project.run("--once", check=True)
+    assert project.run("--once").returncode == 4  # its one source failed (issue 27, case 16)
     assert server.hits.get("/comments.xml", 0) == 0
     assert NOT_FOLLOWED in project.log("errors.log")
     assert states(project)["blog"]["feed_url"] == ""
@@ -64,7 +64,7 @@ def test_a_state_saved_before_the_upgrade_counts_its_feed_as_served(server, proj
     (project.staging / "state.json").write_text(json.dumps(saved), encoding="utf-8")
 
     server.route("/feed.xml", body=MAINTENANCE, content_type="text/html")
-    project.run("--once", check=True)
+    assert project.run("--once").returncode == 4  # its one source failed (issue 27, case 16)
     assert server.hits.get("/comments.xml", 0) == 0
     assert NOT_FOLLOWED in project.log("errors.log")
     assert links(project) == [f"http://blog.example/item/{n}" for n in (1, 2)]
@@ -192,7 +192,7 @@ def test_a_control_character_a_server_sends_reaches_no_log_and_no_terminal_raw(s
     project.write_params(SOURCES=[{"name": "esc", "url": server.url("/esc.xml")},
                                   {"name": "away", "url": server.url("/away.xml")}])
     done = project.run("--once")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 4, done.stderr  # both sources failed (issue 27, case 16)
     errors = project.log("errors.log")
     assert "not a feed: text/html\\x1b[2j\\x1b[31m" in errors  # shown, escaped
     assert "gopher://example.com/\\x1b]0;owned\\x07" in errors
