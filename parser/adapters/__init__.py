@@ -19,12 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..core.cpu_slots import one_per_core
+from ..core.errors import ParseError
 from . import feed, json_api, jsonfeed, xmlfeed
-from .parsed import FALLBACK, FeedInfo, Parsed, Select, newest, select_newest
+from .parsed import FALLBACK, Parsed, Select, newest, select_newest
 from .sanitize import finish_record
 from .source_view import SourceView
 
-__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "FeedInfo", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
+__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
            "select_newest"]
 
 
@@ -67,6 +68,20 @@ ADAPTERS: dict[str, tuple[Adapter, ...]] = {
 }
 
 
+def _not_markup(body: bytes, headers: Mapping[str, str]) -> ParseError | None:
+    """For a body the last feed reader refused: when it is no markup at all and the server named a type
+    that is no XML (text/plain, application/octet-stream), that type is what the operator needs; the
+    reader's `<unknown>:2:0: syntax error` says nothing to them. None otherwise."""
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    mime = content_type.split(";")[0].strip().lower()
+    if not mime or any(word in mime for word in ("xml", "rss", "atom", "rdf", "html")):
+        return None
+    head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head or head.startswith(b"<"):  # an empty body says so; broken markup, where it breaks
+        return None
+    return ParseError(f"not a feed: {mime}")
+
+
 @one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
                limit: int | None = None, select: Select | None = None) -> Parsed:
@@ -81,7 +96,13 @@ def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[st
         if not adapter.reads(body, headers):
             continue
         options = {"limit": limit, "select": select} if adapter.limited else {}
-        parsed = adapter.parse(body, url=url, headers=headers, source=source, fetched=fetched, **options)
+        try:
+            parsed = adapter.parse(body, url=url, headers=headers, source=source, fetched=fetched, **options)
+        except ParseError:
+            plainly = _not_markup(body, headers) if adapter.fallback else None
+            if plainly is None:
+                raise
+            raise plainly from None
         if parsed is not None:
             if adapter.fallback and parsed.records:
                 parsed.kind += FALLBACK

@@ -90,12 +90,43 @@ def _text(result: object) -> str:
     parts = []
     for item in result if isinstance(result, list) else [result]:
         if isinstance(item, etree._Element):
-            text = _clean(item.text_content() if isinstance(item, lxml.html.HtmlElement) else "".join(item.itertext()))
+            text = _clean(_element_text(item))
         else:
             text = _clean(str(item))
         if text:
             parts.append(text)
     return "\n".join(parts)
+
+
+# Elements a browser shows on a line (or in a cell) of their own: their text is not glued to what is
+# beside them (`number 2.<br>Second line` is "number 2. Second line", not "number 2.Second line").
+_APART = frozenset((
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr",
+    "li", "main", "nav", "ol", "option", "p", "pre", "section", "summary", "table", "tbody", "td", "tfoot",
+    "th", "thead", "tr", "ul"))
+
+
+def _element_text(root: etree._Element) -> str:
+    """The element's text as text_content() gives it, with a line end at each block and <br> boundary.
+    Walked with a stack, not recursion: a page nests as deep as its author likes."""
+    parts: list[str] = []
+    stack: list[tuple[etree._Element, bool]] = [(root, False)]
+    while stack:
+        element, closing = stack.pop()
+        named = isinstance(element.tag, str)  # a comment or processing instruction: only its tail is text
+        apart = named and element.tag.rpartition("}")[2].lower() in _APART
+        if apart:
+            parts.append("\n")
+        if closing:
+            if element is not root and element.tail:
+                parts.append(element.tail)
+            continue
+        if named and element.text:
+            parts.append(element.text)
+        stack.append((element, True))
+        stack.extend((child, False) for child in reversed(element))
+    return "".join(parts)
 
 
 def _clean(text: str) -> str:

@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from datetime import time as dt_time
 from typing import Any
 
 from dateutil import parser as dateutil_parser
@@ -96,6 +97,8 @@ _RFC822 = re.compile(r"^(?:[A-Za-z]{3},?\s*)?(\d{1,2})\s+([A-Za-z]{3})[a-z]*\s+(
 _MONTH_NUMBER = {name.lower(): number for number, name in enumerate(_ENGLISH, 1)}
 # The ISO 8601 most Atom feeds write: read by datetime.fromisoformat (C), which agrees with
 # dateutil.isoparse on these at a fiftieth of the cost (tests/test_dates_iso.py holds the two equal).
+# Second 60 of a time (hh:mm:60, a fraction after it or not).
+_LEAP = re.compile(r"((?<!\d)\d{1,2}:[0-5]\d:)60(?![\d:])")
 _ISO_PLAIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
 
 
@@ -117,13 +120,21 @@ def read_date(text: str) -> ReadDate:
     if not text:
         return ReadDate()
     try:
+        # A leap second (23:59:60 UTC, RFC 3339 5.7) no reader takes: read as :59, then one second on,
+        # which is the next day's 00:00:00. Second 60 anywhere but at the end of a UTC day is no time.
+        text, leap = _LEAP.subn(r"\g<1>59", text, count=1)
         # Most dates are ISO 8601 or English RFC 822: read those as they are, translate only the rest.
         fast = looks_iso(text) or (_RFC822.match(text) and _RFC822.match(text)[2].lower() in _MONTH_NUMBER)
         dt = _parse(text if fast else _english(text))
         if dt is None:
             return ReadDate()
         zoned = dt.tzinfo is not None
-        return ReadDate(format_utc(dt if zoned else dt.replace(tzinfo=UTC)), zoned)
+        dt = dt if zoned else dt.replace(tzinfo=UTC)
+        if leap:
+            dt += timedelta(seconds=1)
+            if dt.astimezone(UTC).time().replace(microsecond=0) != dt_time(0, 0, 0):
+                return ReadDate()
+        return ReadDate(format_utc(dt), zoned)
     except (ValueError, OverflowError, TypeError, ArithmeticError):
         return ReadDate()
 

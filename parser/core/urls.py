@@ -7,6 +7,7 @@ tracking and session parameters, which we remove first. courlan was the other ca
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -66,7 +67,9 @@ def is_canonical_already(url: str, exact: bool) -> bool:
 
 def _canonical(written: str, exact: bool) -> str:
     try:
-        url = written
+        # One address typed on a Mac (decomposed: e + U+0301) and elsewhere (composed: é) is one link:
+        # NFC, as RFC 3987 (3.1) asks of an IRI. Percent-escapes are bytes as written: left alone.
+        url = written if written.isascii() else unicodedata.normalize("NFC", written)
         parts = urlsplit(url)
         if parts.scheme.lower() not in _DEFAULT_PORTS or not parts.hostname:
             return written

@@ -70,9 +70,11 @@ class OperatorRequests:
         if requests:  # the operator looks at `status` next: the files say what the answer says
             self.schedule.changed()
             self.save()
+        # A failure's outcome reads "error: ..." in `status`; the command puts its own "error: " first.
+        outcome = (state.last_outcome or "polled").removeprefix("error: ")
         for request in requests:
             self.control.answer(request, ok=ok, done=True, code=None if ok else POLL_FAILED,
-                                message=f"{request.verb} {source.name}: {state.last_outcome or 'polled'}")
+                                message=f"{request.verb} {source.name}: {outcome}")
 
 
 def not_polled(name: str, settings: Settings) -> str:

@@ -41,8 +41,9 @@ RULE_CHANGES = {
        "PHP-Nuke's article&sid=123): an entry whose link carries one and is still in its feed is stored "
        "once more, under its whole link",
     3: "a link's query escapes in a legacy charset are kept as written (item.php?name=%82%A0 was stored as "
-       "name=%EF%BF%BD%EF%BF%BD, and %82%A2 taken for the same entry): such an entry still in its feed is "
-       "stored once more, under its right link; every other link keeps its key",
+       "name=%EF%BF%BD%EF%BF%BD, and %82%A2 taken for the same entry), and a link written with decomposed "
+       "accents (NFD) is keyed as its composed (NFC) spelling: such an entry still in its feed is stored "
+       "once more, under its right link; every other link keeps its key",
 }
 
 
