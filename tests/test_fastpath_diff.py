@@ -30,6 +30,9 @@ from tests.conftest import corpus_dir
 
 URL = "http://127.0.0.1/feed.xml"
 FIELDS = ("guid", "link", "title", "published", "author")
+# Issue 26's fields: compared as they are, with no explanation (each path reads them by one rule). And
+# whether `content` is there at all (the sanitizers differ, so not its text: _has_content).
+NEW_FIELDS = ("updated", "categories", "enclosures", "image", "comments", "language", "has content")
 SOURCE = Source(name="diff", url=URL, max_items=1 << 30)
 EXPECT = re.compile(rb"Expect:\s*(.*)")
 EXPECT_NAMES = re.compile(r"\b(title|link|id|guid|published|updated|created|author)")
@@ -37,6 +40,12 @@ _SPACES = re.compile(r"\s+")
 
 # Single files where feedparser is wrong, with the reason (path relative to ../shared/corpus).
 LISTED_FILES = {
+    "chardet/tests/windows-1255-hebrew/infomed.co.il.xml":
+        "has content: descriptions of one unescaped <div> of text; feedparser drops the div and calls it text, "
+        "the fast path keeps the markup as HTML (the same text)",
+    "chardet/tests/Big5/coolloud.org.tw.xml":
+        "has content: a description whose text holds character references (&amp;#12288;) reads as HTML "
+        "(feedparser's guess); feedparser decodes them before the path can guess",
     "feedparser/tests/wellformed/rss/item_category_image.xml":
         "title: the item has none; feedparser takes the title of an <image> nested in a <category>",
     "feedparser/tests/wellformed/sanitize/entry_title_crazy.xml":
@@ -129,10 +138,20 @@ def _zero_date(field, fast, slow, raw, base) -> str:
     return ""
 
 
+def _escaped_ampersand(field, fast, slow, raw, base) -> str:
+    """An RSS description holding '&amp;amp;' (an entity in its text: HTML by feedparser's guess) reads
+    as HTML on the fast path; feedparser's own value writes it as it writes a bare '&', so the
+    feedparser path cannot tell the two and takes the text as plain."""
+    if field == "has content" and fast and not slow and "&amp;" in (raw.get("summary") or ""):
+        return ("has content: an escaped entity in a description (&amp;amp;), HTML by the guess; "
+                "feedparser's value hides it")
+    return ""
+
+
 # Those that need feedparser's raw entry (a second parse of the body) come last.
 EXPLANATIONS: tuple[Callable[..., str], ...] = (
     _name_over_email, _id_as_given, _zero_date, _author_from_itunes_or_empty, _every_author,
-    _id_made_a_link, _title_decoded_once,
+    _id_made_a_link, _title_decoded_once, _escaped_ampersand,
 )
 
 
@@ -158,7 +177,8 @@ def compare(path: Path, root: Path, unexplained: list[str], tally: Counter) -> N
     raw_entries = _RawEntries(body)
     for index, (a, b) in enumerate(zip(fast_records, slow_records, strict=True)):
         tally["entries compared"] += 1
-        for field in FIELDS:
+        a["has content"], b["has content"] = _has_content(a["content"]), _has_content(b["content"])
+        for field in FIELDS + NEW_FIELDS:
             if a[field] == b[field]:
                 continue
             if name in LISTED_FILES:
@@ -169,8 +189,8 @@ def compare(path: Path, root: Path, unexplained: list[str], tally: Counter) -> N
             if reason:
                 tally[reason] += 1
             else:
-                unexplained.append(f"{name} entry {index} {field}: fast {a[field][:100]!r} "
-                                   f"feedparser {b[field][:100]!r}")
+                unexplained.append(f"{name} entry {index} {field}: fast {str(a[field])[:100]!r} "
+                                   f"feedparser {str(b[field])[:100]!r}")
 
 
 class _RawEntries:
@@ -196,6 +216,11 @@ class _LazyEntry:
 
     def get(self, key: str, default=None):
         return self.owner.get_entry(self.index).get(key, default)
+
+
+def _has_content(html: str) -> bool:
+    """Content a reader sees: text or an image ('<span></span>' is none)."""
+    return "<img" in html or bool(html_to_text(html))
 
 
 def run_corpus(root: Path, files: list[Path]) -> tuple[list[str], Counter]:

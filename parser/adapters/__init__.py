@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from ..core.cpu_slots import one_per_core
 from ..core.errors import ParseError
 from . import feed, json_api, jsonfeed, xmlfeed
-from .parsed import FALLBACK, Parsed, Select, newest, select_newest
+from .parsed import FALLBACK, FeedInfo, Parsed, Select, newest, select_newest
 from .sanitize import finish_record
 from .source_view import SourceView
 
-__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
+__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "FeedInfo", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
            "select_newest"]
 
 

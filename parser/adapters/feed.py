@@ -11,10 +11,11 @@ import feedparser
 
 from ..core.dates import looks_iso, read_date, utc_iso
 from ..core.errors import ParseError
-from ..core.record import Record, clean_text, plain_text, safe_text, title_text
+from ..core.record import AdapterRecord, Enclosure, clean_text, looks_like_html, plain_text, safe_text, title_text
 from ..core.urls import canonical_url
 from ..fetch.charset import to_utf8
-from .parsed import Parsed
+from .parsed import FeedInfo, Parsed
+from .sanitize import absolute_url, enclosure_length, language_tag
 from .source_view import SourceView
 
 # feedparser resolves an RSS <guid> (and an Atom <id>) against the feed's address when it may be a
@@ -72,9 +73,12 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
         entries = keep_whole_entries(entries, body, problem, warnings)
     rss = not str(feed.get("version", "")).startswith("atom")
     notes: set[str] = set()
-    records = [_record(e, source.name, fetched, rss=rss, notes=notes) for e in entries]
+    info = _feed_info(feed.get("feed", {}))
+    base = response_headers["content-location"]
+    records = [_record(e, source.name, fetched, rss=rss, notes=notes, base=base, feed_language=info.language)
+               for e in entries]
     return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes),
-                  home=_text(feed.get("feed", {}).get("link")))
+                  home=_text(feed.get("feed", {}).get("link")), feed=info)
 
 
 def keep_whole_entries(entries: list, body: bytes, problem: str, warnings: list[str]) -> list:
@@ -99,7 +103,7 @@ def _whole_entries(body: bytes, parsed: int) -> int:
 
 
 def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bool = True,
-            notes: set[str] | None = None) -> Record:
+            notes: set[str] | None = None, base: str = "", feed_language: str = "") -> AdapterRecord:
     """One entry as a record (RECORD_FIELDS); a date without a zone adds NO_ZONE_NOTE to `notes`.
     feedparser gives strings, lists of dicts and struct_times, but never trust the shape: whatever an
     entry holds, this returns text and never raises."""
@@ -111,6 +115,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
     published, zoned = _published(entry)
     if not zoned and notes is not None:
         notes.add(NO_ZONE_NOTE)
+    links = _dicts(entry.get("links"))
     return {
         "source": source_name,
         "guid": guid or link,
@@ -118,10 +123,66 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
         "title": _detail_text(entry, "title")[:TITLE_MAX],
         "author": _authors(entry),
         "published": published,
+        "updated": _updated(entry),
         "summary": _detail_text(entry, "summary"),
-        "content": _content(entry),
+        "content": _content(entry, rss),
+        "categories": [_text(t.get("term")) or _text(t.get("label")) for t in _dicts(entry.get("tags"))],
+        "enclosures": _enclosures(links, _dicts(entry.get("media_content")), base),
+        "image": _image(entry, base),
+        "comments": absolute_url(_text(entry.get("comments")), base) or next(
+            (absolute_url(_text(x.get("href")), base) for x in links
+             if _text(x.get("rel")) == "replies" and "html" in _text(x.get("type"))), ""),
+        "language": language_tag(_entry_language(entry) or feed_language),
         "fetched": fetched,
+        "base": base,
     }
+
+
+def _updated(entry: Mapping[str, Any]) -> str:
+    """The entry's own <updated> (dc:date, dcterms:modified) as UTC ISO 8601. Read from the dict itself:
+    feedparser's `entry.get("updated")` answers with `published` when there is no updated."""
+    raw = _text(dict.get(entry, "updated") if isinstance(entry, dict) else None).strip()
+    read = read_date(raw) if raw else None
+    if read is not None and read.iso:
+        return read.iso
+    parsed = dict.get(entry, "updated_parsed") if isinstance(entry, dict) else None
+    return utc_iso(parsed) if raw and isinstance(parsed, time.struct_time) and not looks_iso(raw) else ""
+
+
+def _enclosures(links: list[Mapping[str, Any]], media: list[Mapping[str, Any]], base: str) -> list[Enclosure]:
+    """RSS <enclosure> and Atom rel="enclosure" links (feedparser's `enclosures`), then media:content."""
+    found: list[Enclosure] = [
+        {"url": absolute_url(_text(x.get("href")), base), "type": _text(x.get("type")).strip(),
+         "length": enclosure_length(_text(x.get("length")))} for x in links if _text(x.get("rel")) == "enclosure"]
+    found += [{"url": absolute_url(_text(m.get("url")), base), "type": _text(m.get("type")).strip(),
+               "length": enclosure_length(_text(m.get("filesize")))} for m in media]
+    return found
+
+
+def _image(entry: Mapping[str, Any], base: str) -> str:
+    """media:thumbnail's url, else itunes:image's href."""
+    for thumbnail in _dicts(entry.get("media_thumbnail")):
+        url = absolute_url(_text(thumbnail.get("url")), base)
+        if url:
+            return url
+    image = dict.get(entry, "image") if isinstance(entry, dict) else None
+    return absolute_url(_text(image.get("href")), base) if isinstance(image, Mapping) else ""
+
+
+def _entry_language(entry: Mapping[str, Any]) -> str:
+    """The xml:lang in effect at the entry (feedparser keeps it in each detail), else its dc:language."""
+    for detail in (entry.get("title_detail"), entry.get("summary_detail"), *_dicts(entry.get("content"))):
+        if isinstance(detail, Mapping) and _text(detail.get("language")).strip():
+            return _text(detail.get("language")).strip()
+    return _text(dict.get(entry, "language") if isinstance(entry, dict) else None).strip()
+
+
+def _feed_info(channel: Mapping[str, Any]) -> FeedInfo:
+    """The feed's own title, site, description (feedparser's subtitle) and language."""
+    title = _detail_text(channel, "title")[:TITLE_MAX] if channel.get("title") else ""
+    description = _detail_text(channel, "subtitle") if channel.get("subtitle") else ""
+    return FeedInfo(title=title, link=_text(channel.get("link")), description=description,
+                    language=language_tag(_text(channel.get("language"))))
 
 
 def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
@@ -205,13 +266,23 @@ def _alternate_link(entry: Mapping[str, Any]) -> str:
     return ""
 
 
-def _content(entry: Mapping[str, Any]) -> str:
-    """The entry's full content as (feedparser-sanitized) HTML, preferring an HTML part."""
+def _content(entry: Mapping[str, Any], rss: bool = True) -> str:
+    """The entry's full content as (feedparser-sanitized) HTML, preferring an HTML part; without one,
+    a summary that is HTML (Atom type html/xhtml; RSS text that reads as HTML, feedparser's guess)."""
     parts = _dicts(entry.get("content"))
     for part in parts:
         if "html" in _text(part.get("type")):
             return clean_text(_text(part.get("value")))
-    return clean_text(_text(parts[0].get("value"))) if parts else ""
+    if parts:
+        return clean_text(_text(parts[0].get("value")))
+    detail = entry.get("summary_detail")
+    kind = _text(detail.get("type")) if isinstance(detail, Mapping) else ""
+    value = _text(entry.get("summary"))
+    # RSS: markup written unescaped (feedparser says xhtml) is HTML; escaped text is HTML when it reads so,
+    # guessed on the text as the feed gave it (feedparser's HTML writes a bare "&" as "&amp;").
+    if "html" in kind and (not rss or "xhtml" in kind or looks_like_html(value.replace("&amp;", "&"))):
+        return clean_text(value)
+    return ""
 
 
 def _bozo_text(feed: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..core.errors import FetchError, ParseError
-from ..core.record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..core.record import AdapterRecord, Enclosure, clean_text, html_to_text, title_text, utc_iso
 from ..core.urls import canonical_url
 from .jsonfeed import load_json
 from .parsed import Parsed
@@ -27,7 +27,16 @@ DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
     "published": ("published", "published_at", "date_published", "date", "created_at", "time", "timestamp"),
     "summary": ("summary", "description", "excerpt"),
     "content": ("content_html", "content", "body_html", "body", "html"),
+    "updated": ("updated", "updated_at", "date_modified", "modified", "modified_at"),
+    "categories": ("tags", "categories", "category", "keywords"),
+    "enclosures": ("attachments", "enclosures", "enclosure"),
+    "image": ("image", "image_url", "thumbnail", "thumbnail_url"),
+    "comments": ("comments_url",),
+    "language": ("language", "lang"),
 }
+# An object standing for a text (a tag {"name": ...}) or an address ({"url": ...}): the keys read, in order.
+_TEXT_KEYS = ("name", "term", "label", "title", "slug", "value")
+_URL_KEYS = ("url", "href", "src", "link")
 _AUTHOR_KEYS = ("name", "display_name", "username", "login")
 
 
@@ -98,7 +107,7 @@ def resolve(document: Any, path: str) -> Any:
     return value
 
 
-def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name: str, fetched: str) -> Record:
+def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name: str, fetched: str) -> AdapterRecord:
     def pick(name: str) -> Any:
         if name in mapping:
             return resolve(item, mapping[name])
@@ -120,10 +129,41 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
         "title": title_text(_scalar(pick("title"))),
         "author": _author(pick("author")),
         "published": timestamp(pick("published")),
+        "updated": timestamp(pick("updated")),
         "summary": title_text(_scalar(pick("summary"))),
         "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
+        "categories": [_named(v, _TEXT_KEYS) for v in _listed(pick("categories"))],
+        "enclosures": [_enclosure(v) for v in _listed(pick("enclosures"))],
+        "image": _named(pick("image"), _URL_KEYS),
+        "comments": _named(pick("comments"), _URL_KEYS),
+        "language": _scalar(pick("language")),
         "fetched": fetched,
+        "base": link,  # relative links in the content, image, enclosures: against the item's page
     }
+
+
+def _listed(value: Any) -> list:
+    """A list field's value: a list as it is, one value as a list of one, nothing as []."""
+    if value in (None, "", {}):
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _named(value: Any, keys: tuple[str, ...]) -> str:
+    """A text given as itself or as an object holding it under one of `keys` ({"name": "news"})."""
+    if isinstance(value, Mapping):
+        value = next((value[k] for k in keys if isinstance(value.get(k), (str, int, float))), None)
+    return _scalar(value)
+
+
+def _enclosure(value: Any) -> Enclosure:
+    """An attachment given as an address or as an object (url/href, type/mime_type, length/size...)."""
+    if not isinstance(value, Mapping):
+        return {"url": _scalar(value), "type": "", "length": None}
+    def first(*keys: str) -> Any:
+        return next((value[k] for k in keys if value.get(k) not in (None, "")), None)
+    return {"url": _named(value, _URL_KEYS), "type": _scalar(first("type", "mime_type", "mimetype", "content_type")),
+            "length": first("length", "size_in_bytes", "size", "filesize")}
 
 
 def timestamp(value: Any) -> str:

@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.errors import ParseError
-from ..core.record import Record, clean_text, html_to_text, title_text, utc_iso
+from ..core.record import AdapterRecord, Enclosure, clean_text, html_to_text, looks_like_html, title_text, utc_iso
 from ..core.urls import canonical_url
-from .parsed import Parsed
+from .parsed import FeedInfo, Parsed
+from .sanitize import absolute_url, language_tag
 from .source_view import SourceView
 
 VERSION_PREFIX = "https://jsonfeed.org/version/"
@@ -44,27 +45,39 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     if version is None:
         raise ParseError("JSON without a JSON Feed version (https://jsonfeed.org/version/1.1); "
                          "for another JSON answer set the source's protocol to 'json_api'")
-    parsed = parse_document(document, source=source, fetched=fetched)
+    parsed = parse_document(document, source=source, fetched=fetched, url=url)
     if version != document["version"]:  # a note: parser.log says it once per source and run
         parsed.notes.append(f"JSON Feed version {json.dumps(document['version'])} is not the spec's URL "
                             f"({version}); read as JSON Feed")
     return parsed
 
 
-def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: str) -> Parsed:
+def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: str, url: str = "") -> Parsed:
     items = document.get("items")
     if not isinstance(items, list):
         raise ParseError("JSON Feed without an items list")
     feed_author = _authors(document)
+    # What the items' relative addresses are relative to: the feed's home page, else its own address
+    # (feed_url, else where it was fetched from), each resolved against the next.
+    base = _resolved(_text(document.get("feed_url")), url) or url
+    base = _resolved(_text(document.get("home_page_url")), base) or base
+    info = FeedInfo(title=title_text(_text(document.get("title"))),
+                    link=absolute_url(_text(document.get("home_page_url")), base),
+                    description=html_to_text(_text(document.get("description"))),
+                    language=language_tag(_text(document.get("language"))))
     records, skipped = [], 0
     for item in items:
         if isinstance(item, Mapping):
-            records.append(_record(item, feed_author, source.name, fetched))
+            records.append(_record(item, feed_author, source.name, fetched, base, info.language))
         else:
             skipped += 1
     warnings = [f"JSON Feed: skipped {skipped} items that are not objects"] if skipped else []
     return Parsed(records=records, warnings=warnings, kind=kind_of(version_of(document) or VERSION_PREFIX),
-                  home=_text(document.get("home_page_url")))
+                  home=_text(document.get("home_page_url")), feed=info)
+
+
+def _resolved(value: str, base: str) -> str:
+    return absolute_url(value, base if base.startswith(("http://", "https://")) else "")
 
 
 def load_json(body: bytes) -> Any:
@@ -77,16 +90,22 @@ def load_json(body: bytes) -> Any:
         raise ParseError(f"not valid JSON: {str(exc)[:150]}") from None
 
 
-def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched: str) -> Record:
+def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched: str, base: str = "",
+            feed_language: str = "") -> AdapterRecord:
     link = _text(item.get("url")) or _text(item.get("external_url"))
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):
         link = guid
     link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
+    summary = _text(item.get("summary"))
     content = _text(item.get("content_html"))
     if not content and _text(item.get("content_text")):
         content = _paragraphs(_text(item.get("content_text")))
-    published = utc_iso(_text(item.get("date_published"))) or utc_iso(_text(item.get("date_modified")))
+    if not content and looks_like_html(summary):  # plain text by the spec; HTML written there all the same
+        content = summary
+    updated = utc_iso(_text(item.get("date_modified")))
+    published = utc_iso(_text(item.get("date_published"))) or updated
+    tags = item.get("tags")
     return {
         "source": source_name,
         "guid": guid or link,
@@ -94,10 +113,26 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "title": title_text(_text(item.get("title"))),  # plain text by the spec; HTML only if it looks so
         "author": _authors(item) or feed_author,
         "published": published,
-        "summary": title_text(_text(item.get("summary"))),
+        "updated": updated,
+        "summary": title_text(summary),
         "content": content,
+        "categories": [_text(t) for t in tags] if isinstance(tags, list) else [],
+        "enclosures": _attachments(item.get("attachments")),
+        "image": _text(item.get("image")) or _text(item.get("banner_image")),
+        "language": language_tag(_text(item.get("language")) or feed_language),
         "fetched": fetched,
+        # The item's own page, else the feed's: what its content's relative links (and its attachments')
+        # are relative to (finish_record resolves them).
+        "base": _resolved(link, base) or base,
     }
+
+
+def _attachments(value: Any) -> list[Enclosure]:
+    """JSON Feed attachments (url, mime_type, size_in_bytes) as enclosures; finish_record checks them."""
+    if not isinstance(value, list):
+        return []
+    return [{"url": _text(a.get("url")), "type": _text(a.get("mime_type")), "length": a.get("size_in_bytes")}
+            for a in value if isinstance(a, Mapping)]
 
 
 def _authors(obj: Mapping[str, Any]) -> str:

@@ -14,6 +14,16 @@ Item = TypeVar("Item")
 Select = Callable[[list[dict[str, str]], str], list[bool]]
 
 
+@dataclass(frozen=True)
+class FeedInfo:
+    """What a feed says about itself (RSS channel, Atom feed, JSON Feed top level): plain text, the link
+    absolute; "" where it says nothing. The `sources` table stores it beside the source's name."""
+    title: str = ""
+    link: str = ""  # the site: RSS channel <link>, Atom alternate, JSON Feed home_page_url
+    description: str = ""  # RSS channel <description>, Atom <subtitle>, JSON Feed description
+    language: str = ""  # RSS <language> / dc:language, else the root's xml:lang; JSON Feed language
+
+
 @dataclass
 class Parsed:
     records: list[Record]
@@ -32,6 +42,7 @@ class Parsed:
     keys: list[str] | None = None
     known: list[str] = field(default_factory=list)
     said: list[tuple[bool, str]] = field(default_factory=list)  # identity's lines (once per source?, line)
+    feed: FeedInfo = field(default_factory=FeedInfo)  # the feed's own title, site, description, language
 
 
 FALLBACK = " via feedparser"  # the end of Parsed.kind when the fast path handed the body to feedparser

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, cast
+from urllib.parse import urljoin
 
 import nh3
 
@@ -62,15 +63,20 @@ def _cleaner(base: str) -> nh3.Cleaner:
 
 def finish_record(record: Mapping[str, Any]) -> Record:
     """The record as it is stored: every field present (text, or a list for LIST_FIELDS), title capped,
-    content sanitized. A record's optional `base` (not stored) is the address its content's relative
-    links are relative to."""
+    content sanitized, the address fields (URL_FIELDS, enclosures' urls) absolute http(s) or "". A
+    record's optional `base` (not stored) is the address its relative links are relative to."""
+    base = str(record.get("base") or "")
     out: dict[str, Any] = {}
     for name in RECORD_FIELDS:
         value = record.get(name)
         if name == "content":
-            out[name] = safe_html(value, str(record.get("base") or ""))
+            out[name] = safe_html(value, base)
+        elif name == "enclosures":
+            out[name] = _clean_enclosures(value, base)
         elif name in LIST_FIELDS:
             out[name] = _clean_list(value)
+        elif name in URL_FIELDS:
+            out[name] = absolute_url(clean_text(value), base)
         else:
             out[name] = clean_text(value)
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
@@ -79,15 +85,69 @@ def finish_record(record: Mapping[str, Any]) -> Record:
     return cast(Record, out)
 
 
+# Fields that hold one address: kept absolute (a relative one resolved against the record's base).
+URL_FIELDS = frozenset({"image", "comments"})
+
+
+def absolute_url(value: str, base: str = "") -> str:
+    """`value` as an absolute http(s) address: resolved against `base` when relative; "" when it is
+    none (a `data:` or `javascript:` address, a relative one with no base to resolve it against)."""
+    value = value.strip() if value else ""
+    if not value:
+        return ""
+    if not value[:8].lower().startswith(("http://", "https://")):
+        if not base:
+            return ""
+        try:
+            value = urljoin(base, value)
+        except ValueError:  # "http://[::1" and its kind: no address
+            return ""
+        if not value[:8].lower().startswith(("http://", "https://")):
+            return ""
+    return value
+
+
+def enclosure_length(value: Any) -> int | None:
+    """An enclosure's size in bytes: a whole number as the source wrote it, else None (unknown)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and value >= 0 else None
+    text = str(value or "").strip()
+    return int(text) if text.isdigit() and len(text) < 19 else None
+
+
+def language_tag(value: str) -> str:
+    """A language as feeds write it ("en-us", "fr", "pt_BR"), with feedparser's one repair: "_" -> "-"."""
+    return value.strip().replace("_", "-") if value else ""
+
+
+def _clean_enclosures(value: Any, base: str) -> list:
+    """Enclosures as {"url", "type", "length"}: url absolute (one without an address is dropped), type
+    text, length an int or None; each url once, in the source's order."""
+    if not value:
+        return []
+    cleaned: list = []
+    seen: set[str] = set()
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str):
+            item = {"url": item}
+        if not isinstance(item, Mapping):
+            continue
+        url = absolute_url(clean_text(item.get("url")), base)
+        if url and url not in seen:
+            seen.add(url)
+            cleaned.append({"url": url, "type": plain_text(item.get("type")),
+                            "length": enclosure_length(item.get("length"))})
+    return cleaned
+
+
 def _clean_list(value: Any) -> list:
-    """A list field with its text made safe: strings cleaned and blanks dropped, dicts' strings cleaned."""
+    """A list of text (categories): each plain text, blanks dropped, each once, in the source's order."""
     if not value:
         return []
     items = value if isinstance(value, list) else [value]
-    cleaned: list = []
-    for item in items:
-        if isinstance(item, dict):
-            cleaned.append({k: clean_text(v).strip() if isinstance(v, str) else v for k, v in item.items()})
-        elif (text := plain_text(item)):
-            cleaned.append(text)
-    return cleaned
+    cleaned = (plain_text(item) for item in items if isinstance(item, (str, int, float)) and not isinstance(item, bool))
+    return list(dict.fromkeys(text for text in cleaned if text))

@@ -26,11 +26,12 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree as etree
 
 from ..core.dates import read_date
-from ..core.record import CONTROL_BYTES, AdapterRecord, clean_text, title_text
+from ..core.record import CONTROL_BYTES, AdapterRecord, Enclosure, clean_text, looks_like_html, title_text
 from ..core.urls import canonical_url, is_canonical_already
 from ..fetch.charset import to_utf8
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
-from .parsed import Parsed, Select, select_newest
+from .parsed import FeedInfo, Parsed, Select, select_newest
+from .sanitize import absolute_url, enclosure_length, language_tag
 from .source_view import SourceView
 
 ATOM10 = "http://www.w3.org/2005/Atom"
@@ -77,6 +78,28 @@ TAGS.update({"{https://" + tag[8:]: name for tag, name in list(TAGS.items()) if 
 # ".../DTDs/PodCast-1.0.dtd", ".../dtds/Podcast-1.0.dtd" and other spellings (see _field_of).
 _TAGS_BY_LOWER_NS = {"{" + tag[1:].partition("}")[0].lower() + "}" + tag.partition("}")[2]: name
                      for tag, name in TAGS.items() if tag.startswith("{")}
+# The fields only an entry read whole needs (_extras): kept out of TAGS so that _fields, run over every
+# kept entry before identity first picks the new ones, costs what it did.
+EXTRA_TAGS: dict[str, str] = {}
+for _ns in ("", RSS10, RSS090, USERLAND):
+    EXTRA_TAGS.update({(f"{{{_ns}}}{k}" if _ns else k): v for k, v in (
+        ("category", "category"), ("enclosure", "enclosure"), ("comments", "comments"), ("language", "language"),
+        ("link", "atomlink"))})  # an RSS <link rel="enclosure" href="..."/>, as some podcasts write it
+for _ns in (ATOM10, ATOM03):
+    EXTRA_TAGS.update({f"{{{_ns}}}category": "category", f"{{{_ns}}}link": "atomlink"})
+EXTRA_TAGS.update({
+    f"{{{DC}}}subject": "category", f"{{{DC}}}language": "language",
+    f"{{{MEDIA}}}category": "category", f"{{{MEDIA}}}keywords": "keywords", f"{{{MEDIA}}}content": "mediacontent",
+    f"{{{MEDIA}}}thumbnail": "thumbnail", f"{{{MEDIA}}}group": "mediagroup",
+    f"{{{ITUNES}}}keywords": "keywords", f"{{{ITUNES}}}image": "itunesimage", f"{{{ITUNES}}}category": "itunescategory",
+})
+# Media RSS under the RSS Advisory Board's address, as feedparser also reads it (seen: Squarespace).
+EXTRA_TAGS.update({"{http://www.rssboard.org/media-rss}" + tag.partition("}")[2]: name
+                   for tag, name in list(EXTRA_TAGS.items()) if tag.startswith(f"{{{MEDIA}}}")})
+EXTRA_TAGS.update({"{https://" + tag[8:]: name for tag, name in list(EXTRA_TAGS.items()) if tag.startswith("{http://")})
+_EXTRA_BY_LOWER_NS = {"{" + tag[1:].partition("}")[0].lower() + "}" + tag.partition("}")[2]: name
+                      for tag, name in EXTRA_TAGS.items() if tag.startswith("{")}
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
 _RDF_ABOUT = f"{{{RDF}}}about"
 
@@ -175,14 +198,15 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
         if select is not None:
             wanted = select([ids for *_, ids in read], _home(channel))
             read = [one for one, want in zip(read, wanted, strict=True) if want]
-        records = [_record(*one, source.name, fetched, notes) for one in read]
+        info = _feed_info(channel)
+        records = [_record(*one, source.name, fetched, notes, info.language) for one in read]
     except UnicodeDecodeError:
         # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
         # decode: feedparser reads such a body (with the surrogate replaced).
         return None
     except ValueError:
         return None
-    return Parsed(records=records, warnings=warnings, kind=kind, home=_home(channel), notes=sorted(notes))
+    return Parsed(records=records, warnings=warnings, kind=kind, home=info.link, notes=sorted(notes), feed=info)
 
 
 def _prepared(text: bytes) -> tuple[bytes, list[bytes]]:
@@ -334,7 +358,7 @@ def _ids(entry: etree._Element, fields: Mapping[str, list], source_name: str) ->
 
 
 def _record(entry: etree._Element, dated: tuple[str, bool] | None, fields: dict[str, list], ids: dict[str, str],
-            source_name: str, fetched: str, notes: set[str]) -> AdapterRecord:
+            source_name: str, fetched: str, notes: set[str], feed_language: str = "") -> AdapterRecord:
     published, zoned = dated or _published(fields)
     if not zoned:
         notes.add(NO_ZONE_NOTE)
@@ -349,6 +373,9 @@ def _record(entry: etree._Element, dated: tuple[str, bool] | None, fields: dict[
         summary = _html_text(_html_of(summary_element, default_type="text" if plain else ""))
     else:
         summary = _html_text(content)  # as feedparser does: the content stands in for a missing summary
+    if not content:
+        content, base = _html_summary(_first(fields, "summary"))
+    extras = _extras(entry)
     return {
         "source": source_name,
         "guid": ids["guid"],
@@ -356,11 +383,156 @@ def _record(entry: etree._Element, dated: tuple[str, bool] | None, fields: dict[
         "title": title[:TITLE_MAX],
         "author": _authors(fields),
         "published": published,
+        "updated": _updated(fields),
         "summary": summary,
         "content": content,
+        "categories": extras.categories,
+        "enclosures": extras.enclosures,
+        "image": next(iter(extras.thumbnails + extras.images), ""),
+        "comments": next(iter(extras.comments), ""),
+        "language": language_tag(_language(entry, fields) or next(iter(extras.languages), "") or feed_language),
         "fetched": fetched,
         "base": base,  # not stored: finish_record resolves the content's relative links against it
     }
+
+
+def _html_summary(element: etree._Element | None) -> tuple[str, str]:
+    """(an RSS description's or Atom summary's HTML, its base) when it is HTML, for an entry with no
+    content: typed html/xhtml, or RSS text that reads as HTML (feedparser's guess); Atom's untyped
+    summary is text by RFC 4287."""
+    if element is None:
+        return "", ""
+    atom = element.tag.startswith(("{" + ATOM10, "{" + ATOM03))
+    kind = _type_of(element, "text" if atom else "")
+    if kind == "" and len(element):  # markup written unescaped in an RSS description: HTML as it stands
+        return _xhtml(element), element.base or ""
+    if kind in ("text", "base64 text") or (kind == "" and not looks_like_html(_text(element))):
+        return "", ""
+    return _html_of(element, default_type=kind), element.base or ""
+
+
+class _Extras:
+    """What an entry read whole carries besides its text: lists in the document's order."""
+    __slots__ = ("categories", "enclosures", "media", "thumbnails", "images", "comments", "languages")
+
+    def __init__(self) -> None:
+        self.categories: list[str] = []
+        self.enclosures: list[Enclosure] = []
+        self.media: list[Enclosure] = []  # media:content, after the enclosures as feedparser lists them
+        self.thumbnails: list[str] = []
+        self.images: list[str] = []
+        self.comments: list[str] = []
+        self.languages: list[str] = []
+
+
+def _extras(entry: etree._Element) -> _Extras:
+    """Categories, enclosures, image, comments and language of one entry read whole (one pass over its
+    children, media:group's and media:content's included)."""
+    found = _Extras()
+    _gather(entry, found, 0)
+    found.enclosures += found.media
+    return found
+
+
+def _gather(element: etree._Element, found: _Extras, depth: int) -> None:
+    for child in element:
+        name = _extra_of(child.tag)
+        if name is None:
+            continue
+        if name == "category":
+            term = (child.get("term") or "").strip() or _plain(child) or (child.get("label") or "").strip()
+            found.categories.append(term)
+        elif name == "keywords":
+            found.categories += [word.strip() for word in _plain(child).split(",")]
+        elif name == "itunescategory":
+            found.categories.append((child.get("text") or "").strip())
+        elif name == "enclosure":
+            found.enclosures.append(_enclosure(child, "url", "length"))
+        elif name == "mediacontent":
+            found.media.append(_enclosure(child, "url", "fileSize"))
+            if depth < 2:
+                _gather(child, found, depth + 1)
+        elif name == "mediagroup" and depth < 2:
+            _gather(child, found, depth + 1)
+        elif name == "atomlink":
+            _atom_link(child, found)
+        elif name == "thumbnail":
+            found.thumbnails.append(absolute_url(child.get("url") or _plain(child), child.base or ""))
+        elif name == "itunesimage":
+            found.images.append(absolute_url(child.get("href") or child.get("url") or "", child.base or ""))
+        elif name == "comments":
+            found.comments.append(absolute_url(_plain(child), child.base or ""))
+        elif name == "language":
+            found.languages.append(_plain(child))
+    for values in (found.thumbnails, found.images, found.comments, found.languages):
+        if "" in values:
+            values[:] = [v for v in values if v]
+
+
+def _atom_link(element: etree._Element, found: _Extras) -> None:
+    """Atom's rel="enclosure" (a file) and rel="replies" to an HTML page (the comments, RFC 4685)."""
+    rel = (element.get("rel") or "").strip().lower()
+    if rel == "enclosure":
+        found.enclosures.append(_enclosure(element, "href", "length"))
+        if not found.enclosures[-1]["url"]:  # <link rel="enclosure">http://...</link>, as feedparser reads it
+            found.enclosures[-1]["url"] = absolute_url(_plain(element), element.base or "")
+    elif rel == "replies" and "html" in (element.get("type") or "").lower():
+        found.comments.append(absolute_url(element.get("href") or "", element.base or ""))
+
+
+def _enclosure(element: etree._Element, url: str, length: str) -> Enclosure:
+    return {"url": absolute_url(clean_text(element.get(url) or ""), element.base or ""),
+            "type": (element.get("type") or "").strip(), "length": enclosure_length(element.get(length))}
+
+
+def _extra_of(tag: object) -> str | None:
+    """The extra an element's tag feeds (EXTRA_TAGS), its namespace matched without regard to case."""
+    name = EXTRA_TAGS.get(tag)
+    if name is None and isinstance(tag, str) and tag.startswith("{"):
+        namespace, _, local = tag[1:].partition("}")
+        name = _EXTRA_BY_LOWER_NS.get("{" + namespace.lower() + "}" + local)
+    return name
+
+
+def _lang_in_effect(element: etree._Element | None) -> str:
+    """The xml:lang in effect at `element` (its own, else the nearest ancestor's); '' when none."""
+    while element is not None:
+        lang = element.get(XML_LANG)
+        if lang is not None:
+            return lang.strip()
+        element = element.getparent()
+    return ""
+
+
+def _language(entry: etree._Element, fields: Mapping[str, list]) -> str:
+    """The xml:lang in effect at the entry's title, else its summary, else its content (feedparser's
+    order: each detail keeps the language in effect), else at the entry itself."""
+    for name in ("title", "summary", "encoded", "content"):
+        element = _first(fields, name)
+        if element is not None:
+            lang = _lang_in_effect(element)
+            if lang:
+                return lang
+    return _lang_in_effect(entry)
+
+
+def _feed_info(channel: etree._Element) -> FeedInfo:
+    """The feed's title, home page, description and language (RSS <language> or dc:language, else the
+    xml:lang in effect)."""
+    title = description = language = ""
+    for child in channel:
+        if not isinstance(child.tag, str):
+            continue
+        name = _field_of(child.tag)
+        if name in ("title", "dctitle") and not title:
+            title = _title(child)
+        elif not description and (name in ("summary", "dcdescription")
+                                  or child.tag in (f"{{{ATOM10}}}subtitle", f"{{{ATOM03}}}tagline")):
+            description = _html_text(_html_of(child))
+        elif not language and _extra_of(child.tag) == "language":
+            language = _plain(child)
+    return FeedInfo(title=title[:TITLE_MAX], link=_home(channel), description=description,
+                    language=language_tag(language or _lang_in_effect(channel)))
 
 
 def _title(element: etree._Element | None, default_type: str = "") -> str:
@@ -578,3 +750,13 @@ def _published(fields: Mapping[str, list]) -> tuple[str, bool]:
             if read.iso:
                 return read.iso, read.zoned
     return "", True
+
+
+def _updated(fields: Mapping[str, list]) -> str:
+    """The entry's last-modified date (Atom <updated>, dc:date, dcterms:modified), UTC ISO 8601; the
+    later one in the document when there are two."""
+    for element in reversed(fields.get("updated", ())):
+        read = read_date(_plain(element))
+        if read.iso:
+            return read.iso
+    return ""
