@@ -1,7 +1,9 @@
 """Crash safety: the real daemon, in forever mode with short POLL_INTERVAL and FLUSH_INTERVAL, against
-a loopback server whose feeds publish a new item with every request, is killed with SIGKILL at random
-moments many times (while fetching, appending to the staging CSV, writing the hash file, flushing)
-and restarted. At the end the database holds every item the server published, exactly once.
+a loopback server whose feeds publish a new item with every request and edit the title of one they
+show, is killed with SIGKILL at random moments many times (while fetching, appending to the staging
+CSV, writing the hash file, flushing) and restarted. At the end the database holds every item the server
+published, exactly once, each shown by the last response with the title that response gave it (no
+update lost, none applied to another row).
 
 Some kills wait for a flush to be under way (a batch file staging.flushing-*.csv exists) so the
 killed-flush case is hit every run, not only by chance. PARSER_KILLS sets the number of kills
@@ -36,6 +38,8 @@ class Publisher:
     """Feeds that grow by one item per request; remembers everything it ever served."""
     items: dict[int, list[str]] = field(default_factory=lambda: {f: [] for f in range(FEEDS)})
     lock: threading.Lock = field(default_factory=threading.Lock)
+    edits: Counter = field(default_factory=Counter)  # link -> times its title was edited
+    last_titles: dict[int, dict[str, str]] = field(default_factory=dict)  # feed -> its last response's titles
 
     def handler(self, feed: int):
         def serve(h) -> None:
@@ -43,13 +47,16 @@ class Publisher:
                 n = len(self.items[feed])
                 self.items[feed].append(f"http://crash.example/{feed}/{n}")
                 shown = list(enumerate(self.items[feed]))[-WINDOW:]
-            reply(h, 200, self.rss(feed, shown), {"Content-Type": "application/rss+xml"})
+                self.edits[shown[(n * 7) % len(shown)][1]] += 1  # an older item retitled, now and then
+                titles = {link: f"Feed {feed} item {i} v{self.edits[link]}" for i, link in shown}
+                self.last_titles[feed] = titles
+            reply(h, 200, self.rss(feed, shown, titles), {"Content-Type": "application/rss+xml"})
         return serve
 
     @staticmethod
-    def rss(feed: int, shown: list[tuple[int, str]]) -> bytes:
+    def rss(feed: int, shown: list[tuple[int, str]], titles: dict[str, str]) -> bytes:
         items = "".join(
-            f"<item><title>Feed {feed} item {n}</title><link>{link}</link>"
+            f"<item><title>{titles[link]}</title><link>{link}</link>"
             f"<pubDate>{format_datetime(BASE_TIME + timedelta(seconds=n))}</pubDate>"
             f"<description>{n} {PADDING}</description></item>" for n, link in reversed(shown))
         return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>Feed {feed}</title>'
@@ -131,7 +138,9 @@ def crash_many_times(project, server: LoopbackServer, publisher: Publisher, kill
     return landed
 
 
-def check_every_item_once(project, publisher: Publisher, stored: list[str], landed: Counter, kills: int) -> None:
+def check_every_item_once(project, publisher: Publisher, stored: list[str], landed: Counter, kills: int,
+                          titles: dict[str, str]) -> None:
+    """`stored`: the links of the rows; `titles`: link -> the stored title."""
     published = publisher.published()
     counts = Counter(stored)
     missing = sorted(set(published) - set(counts))
@@ -144,6 +153,10 @@ def check_every_item_once(project, publisher: Publisher, stored: list[str], land
     assert not doubled, f"stored more than once: {doubled[:5]}"
     assert not foreign, f"rows the server never published: {foreign[:5]}"
     assert len(stored) == len(published)
+    shown_last = {link: title for feed in publisher.last_titles.values() for link, title in feed.items()}
+    stale = sorted(link for link, title in shown_last.items() if titles[link] != title)
+    assert not stale, f"{len(stale)} rows without their last edit, e.g. {[(s, titles[s]) for s in stale[:3]]}"
+    assert any(" v2" in title or " v3" in title for title in shown_last.values())  # edits were made
     assert project.log("critical.log") == ""
     assert not list(project.staging.glob("staging.flushing-*.csv"))
     hashes = (project.staging / "hashes.txt").read_bytes().split(b"\n")
@@ -155,8 +168,9 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing_sqlite(server, proj
     kills = kill_count(20)
     publisher = Publisher()
     landed = crash_many_times(project, server, publisher, kills, "sqlite:///db/items.db")
-    stored = [r["link"] for r in project.rows()]
-    check_every_item_once(project, publisher, stored, landed, kills)
+    rows = project.rows()
+    check_every_item_once(project, publisher, [r["link"] for r in rows], landed, kills,
+                          {r["link"]: r["title"] for r in rows})
     assert landed["mid-flush"] >= 1, "no kill landed inside a flush"
 
 
@@ -168,6 +182,6 @@ def test_sigkill_during_flushes_to_postgresql_loses_and_doubles_nothing(server, 
     publisher = Publisher()
     landed = crash_many_times(project, server, publisher, kills, pg_url)
     with psycopg.connect(pg_url) as con:
-        stored = [row[0] for row in con.execute("SELECT link FROM items")]
-    check_every_item_once(project, publisher, stored, landed, kills)
+        rows = con.execute("SELECT link, title FROM items").fetchall()
+    check_every_item_once(project, publisher, [link for link, _ in rows], landed, kills, dict(rows))
     assert landed["mid-flush"] >= 1, "no kill landed inside a flush"
