@@ -170,7 +170,9 @@ def _settings_or_exit(args: argparse.Namespace):
     if _params_missing(args):
         return None
     try:
-        return read_settings(args.params)  # within a time limit, as the daemon reads it
+        # Within a time limit, as the daemon reads it. Only the daemon uses the secrets (a webhook's
+        # secret_env, auth's token_env): one not in this shell's environment is a note, not exit 2.
+        return read_settings(args.params, secrets=False)
     except SettingsError as exc:
         print(f"settings error: {exc}", file=sys.stderr)
         return None

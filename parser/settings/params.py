@@ -185,22 +185,33 @@ DEFAULTS: dict[str, Any] = {
 
 
 class _Problems:
-    """Collects every bad value so the user fixes them all in one go."""
+    """Collects every bad value so the user fixes them all in one go. `secrets`: the reader uses the
+    secrets (the daemon), so one whose environment variable is not set is a problem; for a command
+    that never does (check, status, poll, export-opml) it is a note, in `unset`."""
 
-    def __init__(self, filename: str):
-        self.filename = filename
+    def __init__(self, filename: str, *, secrets: bool = True):
+        self.filename, self.secrets = filename, secrets
         self.lines: list[str] = []
+        self.unset: list[str] = []
 
     def add(self, where: str, what: str) -> None:
         self.lines.append(f"{self.filename}: {where}: {what}")
+
+    def secret_unset(self, where: str, what: str) -> None:
+        if self.secrets:
+            self.add(where, what)
+        else:
+            self.unset.append(f"{where}: {what}; only the daemon reads it, from its own environment "
+                              "(EnvironmentFile= in its systemd unit)")
 
     def raise_if_any(self) -> None:
         if self.lines:
             raise SettingsError("\n".join(self.lines))
 
 
-def load_settings(params_path: str | os.PathLike) -> Settings:
-    """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong."""
+def load_settings(params_path: str | os.PathLike, *, secrets: bool = True) -> Settings:
+    """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong.
+    `secrets` False (a command other than the daemon): a secret not in the environment is only a note."""
     path = Path(params_path).expanduser()
     if not path.is_file():
         raise SettingsError(f"{path}: params file does not exist")
@@ -209,7 +220,7 @@ def load_settings(params_path: str | os.PathLike) -> Settings:
     values = {k: v for k, v in found.items() if k.isupper()}
     _refuse_lowercase_settings(found, values, path)
     try:
-        settings = settings_from_dict(values, path)
+        settings = settings_from_dict(values, path, secrets=secrets)
         if path.stat().st_mode & 0o002:  # anyone on the machine could make the daemon run their code
             settings = replace(settings, notes=(*settings.notes, f"warning: {path} is writable by every user of "
                                                 "this machine, and the daemon runs it as Python: chmod o-w it"))
@@ -296,9 +307,9 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
     return unique
 
 
-def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings:
+def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets: bool = True) -> Settings:
     """Validate UPPERCASE settings (as found in params.py) into Settings."""
-    problems = _Problems(params_path.name)
+    problems = _Problems(params_path.name, secrets=secrets)
     for name in values:
         if name not in DEFAULTS:
             close = difflib.get_close_matches(name, list(DEFAULTS), n=1)
@@ -311,7 +322,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path) -> Settings
     unique = _check_values(v, base, problems)
     sources = _check_sources(v["SOURCES"], v, base, problems)
     listen = _check_protocol_settings(v, problems)
-    notes: list[str] = []  # logged at start: what was read differently from what the file says
+    notes: list[str] = list(problems.unset)  # logged at start: what was read differently from what the file says
     feeds = _OneSourcePerFeed(notes)
     sources = feeds.first_of_each(sources, lambda source: f"SOURCES ({source.name!r})")
     sources += _opml_sources(v, base, sources, problems, feeds)

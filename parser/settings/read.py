@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from ..core.errors import SettingsError
@@ -55,9 +56,10 @@ class SettingsRead:
         return None
 
 
-def read_settings(path: str | Path, *, limit: float = READ_LIMIT) -> Settings:
-    """At start: the settings, or SettingsError (a bad file, or one still reading after `limit` s)."""
-    read = SettingsRead(path, limit=limit)
+def read_settings(path: str | Path, *, limit: float = READ_LIMIT, secrets: bool = True) -> Settings:
+    """At start: the settings, or SettingsError (a bad file, or one still reading after `limit` s).
+    `secrets` False: for a command that never uses them, a secret not in the environment is a note."""
+    read = SettingsRead(path, limit=limit, load=partial(load_settings, secrets=secrets))
     settings = read.result(wait=limit)
     while settings is None:  # the wait ended a hair before the limit by the clock: ask again
         settings = read.result(wait=0.05)

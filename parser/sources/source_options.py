@@ -42,6 +42,10 @@ _HOST_SEGMENT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d{1,5})?(
 class Problems(Interface):
     def add(self, where: str, what: str) -> None: ...
 
+    def secret_unset(self, where: str, what: str) -> None:
+        """A secret's environment variable is not set: a problem for the daemon, which uses it; a note
+        for a command that never does (check, status)."""
+
 
 @dataclass(frozen=True)
 class Push:
@@ -342,9 +346,9 @@ def _env_present(env: Any, where: str, key: str, problems: Problems) -> bool:
     if not isinstance(env, str) or not _ENV_NAME.match(env):
         problems.add(where, f"{key} must name an environment variable, got {env!r}")
         return False
-    if not os.environ.get(env):
-        problems.add(where, f"{key}: the environment variable {env} is not set (the secret is read from it)")
-        return False
+    if not os.environ.get(env):  # only the daemon reads it: the problems object knows who is reading
+        problems.secret_unset(where, f"{key}: the environment variable {env} is not set (the secret is read "
+                              "from it)")
     return True
 
 
