@@ -14,12 +14,15 @@ WAIT_FOR_A_THREAD for one of the threads that may do it in the daemon's process 
 first poll of many feeds starts them, the few changed bodies of a steady poll do not (their start,
 about 1.2 CPU s, would cost more than they save). They ignore SIGINT and SIGHUP, which a terminal
 sends to the whole process group: Ctrl-C and a reload are the daemon's to handle, and it closes the
-pool. A process that dies (a body that crashes a C parser, the kernel's OOM killer) breaks the pool:
-it is started again and
-the work asked once more, so only a body that kills it twice fails (ProcessDiedError).
+pool. A process that dies (a body that crashes a C parser, the kernel's OOM killer) is replaced and the
+work asked once more, so only a body that kills it twice fails (ProcessDiedError). Work that runs past
+the pool's `timeout` has its process ended (ParseTimeoutError): the only place a runaway parse (nh3's
+cost grows with the square of an entry's nesting) can be stopped, since a thread cannot be. Each
+process does one piece of work at a time over its own pipe, so ending one ends no one else's work.
 """
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import multiprocessing
 import os
@@ -28,8 +31,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -51,6 +54,14 @@ WAIT_FOR_A_THREAD = 0.5  # a process is replaced after this many bodies: what a 
 
 class ProcessDiedError(Exception):
     """The process doing this work died, twice (the work itself killed it, most likely)."""
+
+
+class _DiedError(Exception):
+    """The pipe to a parse process broke: the process has died."""
+
+
+class ParseTimeoutError(ProcessDiedError):
+    """The work ran past the pool's time limit: its process was ended (or, in a thread, its result refused)."""
 
 
 def _then_trim(work: Callable[..., T], args: tuple, kwargs: dict) -> T:
@@ -92,74 +103,207 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _serve(conn: Connection, daemon: int) -> None:
+    """A parse process: one piece of work at a time from `conn`, its value or exception sent back."""
+    _child_start(daemon)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        work, args, kwargs = task
+        try:
+            answer = ("ok", _then_trim(work, args, kwargs))
+        except BaseException as exc:  # the work's own error goes back to the thread that asked
+            answer = ("error", exc)
+        try:
+            conn.send(answer)
+        except Exception as exc:  # an unpicklable value or exception: said in words
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc} (sending back {answer[0]})")))
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    tasks: int = 0
+    ended: bool = False
+
+    def end(self, *, kill: bool) -> None:
+        """Ended at once (kill: a runaway parse) or asked to leave after its work (the pool closing)."""
+        if self.ended:
+            return
+        self.ended = True
+        if kill:
+            self.process.kill()
+        else:
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
 class CpuPool:
-    def __init__(self, processes: int, preload: tuple[str, ...] = (), *, on_demand: bool = False):
+    def __init__(self, processes: int, preload: tuple[str, ...] = (), *, on_demand: bool = False,
+                 timeout: float | None = None):
         """`processes` 0: the work runs in the calling thread. `preload`: modules the forkserver imports
         once, so that a new process starts without importing them. `on_demand`: the processes start
-        only when work waits for one of the threads that may do it here (one per core)."""
+        only when work waits for one of the threads that may do it here (one per core). `timeout`: work
+        running longer is abandoned (ParseTimeoutError): its process ended; in a thread, which nothing
+        can stop, its result refused and the processes used from then on."""
         self.processes = processes
         self.preload = preload
-        self._pool: ProcessPoolExecutor | None = None
+        self.timeout = timeout
         # Until work waits for a thread (one per core does it here), it is done here: the processes
         # start only when parsing needs more than this process gives it (a first poll of many feeds),
         # not for the few bodies of a steady poll, where their start would cost more than they save.
         self._here = threading.BoundedSemaphore(cores()) if on_demand else None
-        self._lock = threading.Lock()
+        self._here_since: dict[int, float] = {}  # thread id -> when its work here began
+        self._started = False      # the processes are in use (on demand: the threads are no longer asked)
+        self._started_all = False  # the first work started them all
+        self._idle: list[_Worker] = []
+        self._count = 0  # processes running, idle or busy
+        self._changed = threading.Condition()
         self._closed = False
 
     def run(self, work: Callable[..., T], /, *args, **kwargs) -> T:
         """work(*args, **kwargs), in a pool process (`work` and its arguments picklable) or here.
         Exceptions `work` raises come back as they are."""
         if not self.processes:
-            return work(*args, **kwargs)
-        if self._pool is None and self._here is not None and self._here.acquire(timeout=WAIT_FOR_A_THREAD):
+            return self._timed_here(work, args, kwargs)
+        if not self._started and self._here is not None and not self._runaway_here() \
+                and self._here.acquire(timeout=WAIT_FOR_A_THREAD):
             try:  # the processes are not needed yet: a thread of this process is free to do it
-                return work(*args, **kwargs)
+                return self._timed_here(work, args, kwargs)
             finally:
                 self._here.release()
         for attempt in (1, 2):
-            pool = self._started()
+            worker = self._take()
             try:
-                return pool.submit(_then_trim, work, args, kwargs).result()
-            except BrokenProcessPool:
-                self._replace(pool)
+                return self._ask(worker, work, args, kwargs)
+            except _DiedError:  # under the work (a crash in a C parser, the OOM killer), or before it
+                worker.end(kill=True)
                 if attempt == 2:
                     raise ProcessDiedError("the parse process died while reading it, twice (a crash in a parser, "
-                                      "or out of memory)") from None
+                                           "or out of memory)") from None
+            finally:
+                self._give_back(worker)
         raise AssertionError("unreachable")
 
-    def _started(self) -> ProcessPoolExecutor:
-        with self._lock:
-            if self._closed:
-                raise ProcessDiedError("the parse processes are closed: the daemon is stopping")
-            if self._pool is None:
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(list(self.preload))
-                self._pool = ProcessPoolExecutor(self.processes, mp_context=context, initializer=_child_start,
-                                                 initargs=(os.getpid(),), max_tasks_per_child=TASKS_PER_PROCESS)
-            return self._pool
+    def _timed_here(self, work: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        """The work in this thread. Nothing can stop a thread: work that ran past the limit is refused
+        when it ends, and while it runs _runaway_here sends the other work to the processes."""
+        me = threading.get_ident()
+        began = self._here_since[me] = time.monotonic()
+        try:
+            value = work(*args, **kwargs)
+        finally:
+            del self._here_since[me]
+        took = time.monotonic() - began
+        if self.timeout and took > self.timeout:
+            raise ParseTimeoutError(f"parsing took {took:.0f} s, over the {self.timeout:g} s limit (in a thread, "
+                                    "where it cannot be stopped: parse processes would have ended it): refused")
+        return value
 
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        with self._lock:
-            if self._pool is broken:
-                self._pool = None
-        broken.shutdown(wait=False, cancel_futures=True)
+    def _runaway_here(self) -> bool:
+        """True when work here has run past the limit: from then on every body goes to the processes,
+        where a runaway parse can be ended, and the threads it holds are not waited for."""
+        if not self.timeout:
+            return False
+        now = time.monotonic()
+        if not any(now - began > self.timeout for began in list(self._here_since.values())):
+            return False
+        self._started = True
+        return True
+
+    def _ask(self, worker: _Worker, work: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        try:
+            worker.conn.send((work, args, kwargs))
+            worker.tasks += 1
+            if self.timeout and not worker.conn.poll(self.timeout):
+                worker.end(kill=True)  # a runaway parse: the only way to stop it, and it stops only its own work
+                raise ParseTimeoutError(f"parsing took longer than the {self.timeout:g} s limit: abandoned, its "
+                                        "process ended")
+            kind, value = worker.conn.recv()
+        except (EOFError, OSError):
+            raise _DiedError from None
+        if kind == "error":
+            raise value
+        return value
+
+    def _take(self) -> _Worker:
+        """An idle process, or a new one while there are fewer than `processes`; else wait for one.
+        The first work starts them all, as ProcessPoolExecutor did."""
+        with self._changed:
+            while True:
+                if self._closed:
+                    raise ProcessDiedError("the parse processes are closed: the daemon is stopping")
+                if self._idle:
+                    return self._idle.pop()
+                if self._count < self.processes:
+                    break
+                self._changed.wait()
+            wanted = 1 if self._started_all else self.processes - self._count
+            self._count += wanted
+            self._started = self._started_all = True
+        workers: list[_Worker] = []
+        try:
+            workers = [self._spawn() for _ in range(wanted)]
+        finally:
+            with self._changed:
+                self._count -= wanted - len(workers)
+                self._changed.notify_all()
+        for worker in workers[1:]:
+            self._give_back(worker)
+        return workers[0]
+
+    def _spawn(self) -> _Worker:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(self.preload))
+        mine, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(theirs, os.getpid()), name="parse", daemon=True)
+        process.start()
+        theirs.close()
+        return _Worker(process, mine)
+
+    def _give_back(self, worker: _Worker) -> None:
+        """Back to the idle ones; one ended, or one that did TASKS_PER_PROCESS (what a leak or
+        fragmentation holds goes with it), or any once the pool is closing, leaves its place."""
+        with self._changed:
+            if not worker.ended and worker.tasks < TASKS_PER_PROCESS and not self._closed:
+                self._idle.append(worker)
+                self._changed.notify_all()
+                return
+        worker.end(kill=False)
+        with self._changed:
+            self._count -= 1
+            self._changed.notify_all()
 
     def close(self) -> None:
         """Wait for the work under way, then end the processes."""
-        with self._lock:
+        with self._changed:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._changed.notify_all()
+        for worker in idle:
+            worker.end(kill=False)
+        with self._changed:
+            self._changed.wait_for(lambda: self._count <= 0, timeout=(self.timeout or 60) + 10)
 
 
 AUTO_MIN_SOURCES = 20
 
 
 def default_processes(sources: int) -> int:
-    """PARSE_PROCESSES "auto": one per core where there are two or more (one core gains nothing) and the
-    project polls AUTO_MIN_SOURCES or more; a few feeds never keep one core busy, and the processes
-    would cost their start (0.2 s) and memory (about 40 MiB each) for nothing."""
+    """PARSE_PROCESSES "auto" (on demand): one per core where there are two or more (one core gains
+    nothing) and the project polls AUTO_MIN_SOURCES or more; else one, which a few feeds never start
+    (their start, 0.2 s, and memory, about 40 MiB, for nothing) until a body waits for a thread, or a
+    parse in a thread runs past its time limit: a runaway parse can be ended only in a process."""
     count = cores()
-    return count if count > 1 and sources >= AUTO_MIN_SOURCES else 0
+    return count if count > 1 and sources >= AUTO_MIN_SOURCES else 1

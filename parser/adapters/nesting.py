@@ -1,0 +1,133 @@
+"""How deep an HTML fragment nests, estimated in one linear pass before nh3 parses it.
+
+For every block start tag (<div>, <ul>, <blockquote>...) html5ever, nh3's parser, looks for an open <p>
+"in button scope" by walking its stack of open elements down to the nearest boundary, so n unclosed
+<div> cost n²/2 steps: 150,000 of them (750 KB, under MAX_BYTES) took 39 s, 10 MiB would take hours.
+The estimate follows that stack closely enough for what people write (end tags that close, <p>, <li>,
+<dd>/<dt> and table cells closed by the next one, scope boundaries, raw text); a shape crafted to fool
+it meets the parse's time limit (parser/core/cpu_pool.py) instead.
+"""
+from __future__ import annotations
+
+import re
+
+MAX_DEPTH = 512  # people's HTML nests a few dozen deep; 512 bounds nh3 to ~0.5 s a MiB
+
+# A comment, or a tag with its attributes (a quoted value may hold ">"). Names are matched as html5ever
+# reads them: a letter, then anything up to a space, "/" or ">".
+# A "<" ends an unquoted run: a tag never closed then costs a scan to the next "<", not to the end.
+_TOKEN = re.compile(r"<!--.*?(?:-->|\Z)|<(/?)([A-Za-z][^\s/<>]*)((?:[^<>\"']|\"[^\"]*\"|'[^']*')*)>", re.S)
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link", "meta", "param",
+                   "source", "track", "wbr", "basefont", "bgsound", "frame", "image"})
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
+                       "noscript"})
+_SCOPE = frozenset({"applet", "caption", "html", "table", "td", "th", "marquee", "object", "template"})
+_BUTTON_SCOPE = _SCOPE | {"button"}
+_CLOSES_P = frozenset({"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div",
+                       "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu",
+                       "nav", "ol", "p", "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6",
+                       "pre", "listing", "form", "li", "dd", "dt"})
+# The spec's "special" elements: an end tag of another name is ignored when one of these is above it.
+_SPECIAL = _BUTTON_SCOPE | _CLOSES_P | _VOID | _RAW_TEXT | frozenset(
+    {"body", "colgroup", "frameset", "head", "plaintext", "select", "tbody", "tfoot", "thead", "tr"})
+
+
+class _OpenElements:
+    """The tree builder's stack of open elements, with where each name and boundary last is (O(1))."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.at: dict[str, list[int]] = {}
+        self.marks: dict[frozenset, list[int]] = {_SCOPE: [], _BUTTON_SCOPE: [], _SPECIAL: []}
+
+    def top(self, name: str) -> int:
+        found = self.at.get(name)
+        return found[-1] if found else -1
+
+    def last(self, kind: frozenset) -> int:
+        found = self.marks[kind]
+        return found[-1] if found else -1
+
+    def push(self, name: str) -> None:
+        index = len(self.names)
+        self.names.append(name)
+        self.at.setdefault(name, []).append(index)
+        for kind, found in self.marks.items():
+            if name in kind:
+                found.append(index)
+
+    def pop_to(self, index: int) -> None:
+        """Close the element at `index` and everything opened inside it."""
+        while len(self.names) > index:
+            name = self.names.pop()
+            self.at[name].pop()
+            for kind, found in self.marks.items():
+                if name in kind:
+                    found.pop()
+
+
+def nesting_depth(html: str, limit: int = MAX_DEPTH) -> int:
+    """The deepest the elements of `html` nest, as html5ever's stack would hold them; counting stops
+    past `limit` (the answer is then limit + 1)."""
+    if html.count("<") <= limit:  # fewer tags than the limit: no need to look (most entries)
+        return 0
+    stack, deepest, at = _OpenElements(), 0, 0
+    while (match := _TOKEN.search(html, at)) is not None:
+        at = match.end()
+        if match.group(2) is None:  # a comment
+            continue
+        name = match.group(2).lower()
+        if match.group(1):
+            _end_tag(stack, name)
+            continue
+        if name == "plaintext":  # the rest is text
+            break
+        if name in _VOID or (match.group(3).endswith("/") and (stack.top("svg") >= 0 or stack.top("math") >= 0)):
+            continue
+        if name in _RAW_TEXT:  # text up to its own end tag: a "</div>" in a <textarea> closes nothing
+            end = re.compile(f"</{re.escape(name)}", re.I).search(html, at)
+            if end is None:
+                break
+            at = end.start()
+            continue
+        _closed_by(stack, name)
+        stack.push(name)
+        deepest = max(deepest, len(stack.names))
+        if deepest > limit:
+            break
+    return deepest
+
+
+def _end_tag(stack: _OpenElements, name: str) -> None:
+    index = stack.top(name)
+    if index < 0:
+        return
+    # A special element's end tag closes it when it is in scope; another's, when no special element
+    # is open inside it (else html5ever ignores it, and so must the estimate, or `<span><div></span>`
+    # repeated would look flat while it nests).
+    if index >= stack.last(_SCOPE if name in _SPECIAL else _SPECIAL):
+        stack.pop_to(index)
+
+
+def _closed_by(stack: _OpenElements, name: str) -> None:
+    """The elements a start tag closes implicitly: an open <p> before a block, the previous <li>,
+    <dd>/<dt>, table row or cell."""
+    if name in _CLOSES_P and stack.top("p") > stack.last(_BUTTON_SCOPE):
+        stack.pop_to(stack.top("p"))
+    if name == "li" and stack.top("li") > max(stack.last(_BUTTON_SCOPE), stack.top("ul"), stack.top("ol")):
+        stack.pop_to(stack.top("li"))
+    if name in ("dd", "dt"):
+        item = max(stack.top("dd"), stack.top("dt"))
+        if item > max(stack.last(_BUTTON_SCOPE), stack.top("dl")):
+            stack.pop_to(item)
+    if name in ("tr", "td", "th"):
+        cell = max(stack.top("td"), stack.top("th"))
+        if cell > stack.top("table"):
+            stack.pop_to(cell)
+        if name == "tr" and stack.top("tr") > stack.top("table"):
+            stack.pop_to(stack.top("tr"))
+
+
+def flattened(html: str) -> str:
+    """`html`'s text with every tag taken out and any "<" left escaped: nothing for a parser to nest."""
+    return _TOKEN.sub(" ", html).replace("<", "&lt;")
