@@ -86,6 +86,34 @@ def add_export_opml(commands) -> None:
     cmd.set_defaults(handler=export_opml)
 
 
+def add_export(commands) -> None:
+    cmd = commands.add_parser("export", help="write a table's rows as JSON lines, CSV or Atom, streamed",
+                              description="Write the rows of the items table (or a job's table) to standard "
+                                          "output or a file: JSON lines (typed values: lists as lists, times "
+                                          "as ISO 8601 UTC, NULL as null), CSV (a header row, UTF-8, "
+                                          "spreadsheet-safe) or an Atom 1.0 feed. Streamed: memory stays flat "
+                                          "over any number of rows. Reads only DB_URL from params.py, and "
+                                          "only reads the database; runs beside a daemon.",
+                              epilog="Exit codes: 0 written, 1 the database could not be read or FILE not "
+                                     "written, 2 bad arguments (a table the database does not have, a "
+                                     "--since that is no time) or a bad DB_URL.")
+    add_params_argument(cmd)
+    cmd.add_argument("--table", default="items", metavar="items|JOB",
+                     help="the table: items (the feeds'), or a two-pass job's (its name); default items")
+    cmd.add_argument("--source", action="append", default=[], dest="export_sources", metavar="NAME",
+                     help="only this source's rows (repeatable; the items table)")
+    cmd.add_argument("--since", metavar="TIME|DURATION",
+                     help="only rows new or changed since then (their `changed` or `fetched` at or after it): "
+                          "an ISO 8601 time (no zone: UTC) or a duration back from now, such as 7d, 12h, 30m")
+    cmd.add_argument("--format", choices=("jsonl", "csv", "atom"), default="jsonl",
+                     help="jsonl (default): a JSON object a line; csv; atom: an Atom 1.0 feed")
+    cmd.add_argument("--bom", action="store_true",
+                     help="csv: begin with a UTF-8 byte order mark, so Excel reads the file as UTF-8")
+    cmd.add_argument("-o", "--output", metavar="FILE",
+                     help="write FILE whole (a temporary file renamed at the end) instead of standard output")
+    cmd.set_defaults(handler=export_rows)
+
+
 def add_status(commands) -> None:
     cmd = commands.add_parser("status", help="the sources' health, staged rows, last flush, the daemon's pid "
                               "and uptime; reads only, works while the daemon runs")
@@ -151,7 +179,7 @@ def add_try(commands) -> None:
     cmd.set_defaults(handler=try_command)
 
 
-COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_try, add_accept_deletions]
+COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_try, add_accept_deletions]
 
 
 def _params_missing(args: argparse.Namespace) -> bool:
@@ -272,6 +300,17 @@ def export_opml(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def export_rows(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime  # imported on first use: a command loads what it runs
+
+    from .operate.export import ExportRequest, run_export  # imported on first use: as above
+    if _params_missing(args):
+        return EXIT_SETTINGS
+    request = ExportRequest(table=args.table, sources=tuple(args.export_sources), since=args.since,
+                            format=args.format, output=Path(args.output) if args.output else None, bom=args.bom)
+    return run_export(Path(args.params), request, sys.stdout.buffer, sys.stderr, now=datetime.now(UTC))
 
 
 def run_daemon(args: argparse.Namespace) -> int:
