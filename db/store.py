@@ -20,11 +20,12 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
+from db import migrate, schema
 from db.bulk import postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
 from parser.core import logs
-from parser.core.errors import RecordRefusedError, StorageError
+from parser.core.errors import RecordRefusedError, SchemaRefusedError, StorageError
 from parser.core.urls import redact_url
 
 log = logging.getLogger("parser")
@@ -71,40 +72,50 @@ class Database:
         except SQLAlchemyError as exc:
             raise StorageError(f"database unreachable: {_short(exc)}") from None
 
-    def table(self, name: str, columns: Sequence[str]) -> sa.Table:
-        """The table `name` with a unique hash column and a text column per name; created when
-        missing, and columns a newer version added are added to an existing table."""
+    def table(self, name: str, columns: Sequence[str], kinds: Mapping[str, str] | None = None) -> sa.Table:
+        """The table `name` with a unique hash column and a column per name, typed by its kind (db/schema.py:
+        `kinds` per column, else the kind known for its name, else text); created when missing. An existing
+        table is brought to this version's shape (db/migrate.py) when an older version made it, else given
+        the columns a newer version added. All in one transaction: a table is at one version or the next.
+
+        Raise SchemaRefusedError when the database refuses to change it, StorageError when it cannot be
+        reached or a lock was waited on too long."""
         if name in self.tables:
             return self.tables[name]
-        wanted = ["hash", *[c for c in columns if c != "hash"]]
+        wanted = schema.shape(name, columns, kinds)
         try:
             with self.engine.begin() as conn:
                 schema_lock(conn)
                 inspector = sa.inspect(conn)
                 if not inspector.has_table(name):
-                    table = sa.Table(
-                        name, self.metadata,
-                        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-                        sa.Column("hash", sa.String(128), nullable=False, unique=True),
-                        *[sa.Column(c, sa.Text) for c in wanted[1:]],
-                    )
+                    table = schema.sa_table(self.metadata, wanted)
                     table.create(conn, checkfirst=True)
+                    migrate.version_of(conn, name)  # parser_schema made when missing
+                    migrate.record_version(conn, name, migrated=False)
                 else:
-                    self._complete(conn, inspector, name, wanted)
-                    table = sa.Table(name, self.metadata, autoload_with=conn)
+                    self._complete(conn, inspector, wanted)
+                    table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
                 self.key_names[name] = sa.inspect(conn).get_pk_constraint(name).get("name")
+        except SchemaRefusedError:
+            raise
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot prepare table {name}: {self._explain(classify(exc), exc)}") from None
         self.tables[name] = table
         return table
 
-    def _complete(self, conn: sa.Connection, inspector: sa.Inspector, name: str, wanted: list[str]) -> None:
-        """An existing table: add the columns a newer version added, and the unique index on hash
+    def _complete(self, conn: sa.Connection, inspector: sa.Inspector, wanted: schema.Shape) -> None:
+        """An existing table: one an older version made is brought to this version's shape (db/migrate.py);
+        one of this version gets the columns a newer release added, typed, and the unique index on hash
         when someone dropped it (every insert names it: without it, none would go in)."""
-        quote = self.engine.dialect.identifier_preparer.quote
+        name, quote = wanted.name, self.engine.dialect.identifier_preparer.quote
+        version = migrate.version_of(conn, name)
+        if version is None or version < schema.SCHEMA_VERSION:
+            migrate.upgrade(conn, inspector, wanted, version or migrate.FIRST_VERSION)
+            inspector = sa.inspect(conn)  # what it cached is the table before
         present = {c["name"] for c in inspector.get_columns(name)}
-        for column in (c for c in wanted if c not in present):
-            conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} TEXT"))
+        for column in (c for c in wanted.columns if c not in present):
+            spelled = schema.type_sql(wanted.kinds[column], self.engine.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} {spelled}"))
             log.info("added column %s to table %s", column, name)
         unique = [*inspector.get_unique_constraints(name), *(i for i in inspector.get_indexes(name) if i["unique"])]
         if not any(u["column_names"] == ["hash"] for u in unique):
@@ -283,11 +294,17 @@ class Database:
 
 
 def schema_lock(conn: sa.Connection) -> None:
-    """PostgreSQL: hold the schema lock until this transaction ends. Two daemons started at once
-    both see a table missing and both run CREATE TABLE; without the lock one of them fails on
-    pg_type's unique index. SQLite's own write lock already serialises this."""
+    """Hold the schema lock until this transaction ends. PostgreSQL: two daemons started at once both
+    see a table missing and both run CREATE TABLE; without the lock one of them fails on pg_type's
+    unique index. SQLite: its write lock, taken now."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+    elif conn.dialect.name == "sqlite" and not conn.connection.driver_connection.in_transaction:
+        # sqlite3 (Python's default) opens a transaction before INSERT/UPDATE/DELETE only: a CREATE or
+        # ALTER TABLE before them would be committed on its own, and a kill between two of them would
+        # leave a table half changed. BEGIN IMMEDIATE makes them one transaction, and takes the write
+        # lock before the table is looked at, as the advisory lock does in PostgreSQL.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _connect_args(url: str, timeout: float) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import __version__
 from .core import logs
-from .core.errors import HistoryMismatchError, LockHeldError, SettingsError, StorageError
+from .core.errors import HistoryMismatchError, LockHeldError, SchemaRefusedError, SettingsError, StorageError
 from .sources.protocols import opml_sources
 
 EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
@@ -358,7 +358,9 @@ def run_daemon(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except BrokenPipeError:  # --dry-run's stdout closed (`| head`): main() ends quietly
         raise
-    except HistoryMismatchError as exc:  # the hash files do not fit the settings: no traceback, no restart
+    # The hash files do not fit the settings, or the database refuses this version's table shape
+    # (db/migrate.py): no traceback, no restart; the message says what to do.
+    except (HistoryMismatchError, SchemaRefusedError) as exc:
         logs.critical_line(f"stopped: {exc}")
         return EXIT_SETTINGS
     except (StorageError, SettingsError) as exc:

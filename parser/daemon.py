@@ -30,7 +30,7 @@ from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .fetch.http import Fetcher
 from .fetch.scheduler import Scheduler
-from .flush_all import FlushRecord, flush_sinks
+from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
 from .jobs.job_files import JobFiles
 from .jobs.runner import JobRunner
 from .operate.control import ControlBox
@@ -72,6 +72,7 @@ class Daemon:
         self.fetcher: Fetcher | None = None
         self.scheduler: Scheduler | None = None
         self.db: Database | None = None
+        self.sources_table: SourcesWriter | None = None  # the `sources` table, written at each flush
         self.feeds: FeedPass | None = None
         self.techniques = Techniques()  # the feeds, then the jobs
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
@@ -140,6 +141,7 @@ class Daemon:
         self.techniques.add(self.feeds)
         if not dry_run:
             self.db = Database(s.db_url, timeout=s.db_timeout)
+            self.sources_table = SourcesWriter(self.feeds)
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
             job_files = JobFiles
@@ -155,6 +157,7 @@ class Daemon:
             return
         for sink in self.techniques.sinks():
             sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
+        prepare_tables(self.db, self.techniques.sinks())  # 0.5.x tables brought up, or refused: exit 2
         self._open_operator()
         self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
@@ -292,7 +295,8 @@ class Daemon:
         started = time.monotonic()
         self.feeds.stage_pushed()
         flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
-                              feeds_idle=not (self.feeds.sources or self.feeds.listened))  # --job alone: no feeds' line
+                              feeds_idle=not (self.feeds.sources or self.feeds.listened),  # --job alone: no feeds' line
+                              sources=self.sources_table)
         self.flushes.record(why, flushed, time.monotonic() - started)
         self._save_state(force=True)  # every flush writes the states it waited to write
         return flushed.ok

@@ -9,13 +9,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from db.sources_table import NAME as SOURCES_TABLE
+from db.sources_table import SourcesTable
 from db.store import Database
 
 from .core import logs
-from .core.errors import StorageError
+from .core.errors import SchemaRefusedError, StorageError
 from .core.runinfo import Health, RunInfo
 from .core.urls import redact_url
+from .feeds.feed_pass import FeedPass
 from .pipeline.sink import PrintSink, Sink
+from .settings.params import Source
 from .sources.state import iso
 
 log = logging.getLogger("parser")
@@ -30,10 +34,10 @@ class Flushed:
 
 
 def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *, db_url: str,
-                feeds_idle: bool = False) -> Flushed:
+                feeds_idle: bool = False, sources: SourcesWriter | None = None) -> Flushed:
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
-    with nothing to write says nothing."""
+    with nothing to write says nothing. Then the `sources` table (`sources`), after the records."""
     written = already = 0
     errors: list[str] = []
     for sink in sinks:
@@ -56,7 +60,52 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
         if rows or known or (feeds and why in ("stop", "once") and not feeds_idle):
             log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
                      f", {known} already stored" if known else "")
+    if sources is not None and db is not None:
+        try:
+            sources(db)
+        except StorageError as exc:
+            logs.error_line("flush", redact_url(db_url), str(exc))
+            log.info("flush (%s) of table %s failed: %s", why, SOURCES_TABLE, exc, extra=logs.ALSO_IN_ERRORS)
+            errors.append(f"{SOURCES_TABLE}: {exc}")
     return Flushed(ok=not errors, rows=written, already=already, error="; ".join(errors) or None)
+
+
+def prepare_tables(db: Database, sinks: list[Sink | PrintSink]) -> None:
+    """At start, before the first flush: each sink's table made, or brought from an older version's shape
+    to this one's (db/migrate.py). A refusal stops the start (SchemaRefusedError: exit 2, saying what to
+    do); a database away or locked is said, and the flush tries again."""
+    for sink in sinks:
+        try:
+            db.table(sink.table, sink.columns)
+        except SchemaRefusedError:
+            raise
+        except StorageError as exc:
+            log.warning("%s; tried again at the first flush", exc)
+            return  # the others would wait as long again
+
+
+class SourcesWriter:
+    """The `sources` table written at each flush (db/sources_table.py) from what the feed pass knows: each
+    source's settings and state, and its feed's own title, site, description and language as its last
+    answer said them (OutcomeTaker.feed_info; unknown after a restart until its next answer)."""
+
+    def __init__(self, feeds: FeedPass):
+        self.feeds, self.table = feeds, SourcesTable()
+
+    def __call__(self, db: Database) -> int:
+        return self.table.write(db, [self.row(source) for source in (*self.feeds.sources, *self.feeds.listened)])
+
+    def row(self, source: Source) -> dict:
+        state = self.feeds.schedule.state(source)
+        feed = self.feeds.taker.feed_info.get(source.name)
+        row = {"name": source.name, "url": source.url, "protocol": source.protocol, "tags": list(source.tags),
+               "address": state.address() if state.address() != source.url else None,
+               "title": feed.title if feed else None, "site": feed.link if feed else None,
+               "description": feed.description if feed else None, "language": feed.language if feed else None}
+        if state.last_poll is None:  # never polled, as far as this daemon knows: its state is not known
+            return row
+        return {**row, "last_poll": state.last_poll, "last_success": state.last_success, "last_new": state.last_new,
+                "last_status": state.last_status, "failures": state.failures, "dead": state.dead}
 
 
 def compact_hashes(sink: Sink | PrintSink, feeds: bool) -> None:

@@ -64,6 +64,12 @@ class StorageError(ParserError):
     """The database refused or could not be reached; the staged records are kept."""
 
 
+class SchemaRefusedError(StorageError):
+    """The database refused to bring a table made by an older version to this one's shape (db/migrate.py):
+    a value that does not convert, no privilege to alter it. Nothing was changed; exit 2 at start, with
+    what to do; met at a flush instead, the rows stay staged as for any StorageError."""
+
+
 class RecordRefusedError(StorageError):
     """The database refused a value of a record (not the connection): the other records can go on."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..adapters import Parsed
 from ..core import logs
@@ -19,6 +20,9 @@ from ..fetch.http import FetchResult
 from ..pipeline.sink import PrintSink, Sink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+
+if TYPE_CHECKING:
+    from ..adapters.parsed import FeedInfo
 
 log = logging.getLogger("parser")
 SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
@@ -77,6 +81,8 @@ class OutcomeTaker:
         self.sink, self.run_info, self.dead_after = sink, run_info, dead_after
         self.tally, self.tally_since = PollTally(), time.monotonic()
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
+        # source -> what its feed last said of itself this run, for the `sources` table (parser/flush_all.py)
+        self.feed_info: dict[str, FeedInfo] = {}
 
     def take(self, outcome: PollOutcome, staged: Staged | None, state: SourceState, now: float) -> bool:
         """One source's outcome into its state, counters and log lines; its records (`staged`) are
@@ -127,6 +133,7 @@ class OutcomeTaker:
         self.tally.duplicates += staged.duplicates
         self.run_info.add(new=len(staged.new), duplicates=staged.duplicates)
         state.last_outcome = f"new {len(staged.new)}"
+        self.feed_info[source.name] = parsed.feed
         state.staged(now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
         state.etag, state.last_modified = result.etag, result.last_modified
         if result.future_last_modified:

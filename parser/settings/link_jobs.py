@@ -22,8 +22,12 @@ from ..core.setting_values import as_seconds, http_url, seconds_problem, whole_p
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
             "interval", "delay", "unique_fields")
 HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "objects")
-RESERVED_COLUMNS = ("id", "hash", "url", "fetched")
-RESERVED_TABLES = ("items",)
+# `changed` and `gone` the parser fills itself (db/schema.py's added_columns).
+RESERVED_COLUMNS = ("id", "hash", "url", "fetched", "changed", "gone")
+# A job's name is its table's: these tables are the parser's own (the feeds' entries, the `sources`
+# table, each table's schema version).
+RESERVED_TABLES = {"items": "the feeds' table", "sources": "the sources' table (a row per source, for joins)",
+                   "parser_schema": "the parser's table of table versions"}
 MAX_TEMPLATE_LINKS = 10_000_000
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
@@ -84,7 +88,7 @@ def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
         problems.append(f"name must be a table name: lowercase letters, digits and _, starting with a letter "
                         f"or _, at most 63 characters; got {name!r}")
     elif name in RESERVED_TABLES:
-        problems.append(f"name {name!r} is the feeds' table; choose another")
+        problems.append(f"name {name!r} is {RESERVED_TABLES[name]}; choose another")
     if not isinstance(v["enabled"], bool):
         problems.append(f"enabled must be True or False, got {v['enabled']!r}")
     for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
