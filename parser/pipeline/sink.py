@@ -106,10 +106,13 @@ def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]
     return staged
 
 
-def print_records(records: list[dict], out: TextIO) -> None:
-    """--dry-run's output: a record a line, as JSON, without the hash."""
+def print_records(records: list[dict], out: TextIO, table: str) -> None:
+    """--dry-run's output: a record a line, as JSON, without the hash. "@table" first names the table
+    it would go to (items, or a job's), as the records of several jobs share the stream; no column can
+    be named so (a job's columns are lowercase letters, digits and _)."""
     for record in records:
-        print(json.dumps({k: v for k, v in record.items() if k != "hash"}, ensure_ascii=False), file=out)
+        shown = {"@table": table, **{k: v for k, v in record.items() if k != "hash"}}
+        print(json.dumps(shown, ensure_ascii=False), file=out)
     out.flush()
 
 
@@ -256,7 +259,7 @@ class PrintSink:
         notes.flush()
 
     def show(self, records: list[dict]) -> None:
-        print_records(records, self.out)
+        print_records(records, self.out, self.table)
 
 
 __all__ = ["Batch", "PrintSink", "Sink", "Staged", "StorageError"]

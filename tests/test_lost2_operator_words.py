@@ -1,0 +1,29 @@
+"""Issue 27, case 19, what an operator reads: `--once --source` on a webhook says it runs nothing,
+`export-opml` keeps disabled sources (marked) and writes a discovered feed's address, `status` says when
+state.json is damaged, a failed poll is a WARNING (a charset note no ERROR), and each `--dry-run` record
+names its table."""
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Project
+from tests.feeds import numbered_items, rss
+from tests.server import LoopbackServer
+from tests.shop import HARVEST_FIELDS, Shop
+
+
+# -- --dry-run: each record names its table ---------------------------------------------------------
+def test_each_dry_run_record_names_the_table_it_would_go_to(server: LoopbackServer, project: Project):
+    """Two jobs over the same pages give records of one shape: only "@table" tells them apart on stdout."""
+    Shop(server, items_per_list=4, lists=1)
+    server.route("/feed.xml", body=rss(numbered_items(1, 1)))
+    jobs = [{"name": name, "template": server.url("/item/{id}"), "values": {"id": {"from": low, "to": low + 1}},
+             "fields": HARVEST_FIELDS} for name, low in (("alpha", 1), ("beta", 3))]
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")}], LINK_JOBS=jobs)
+    proc = project.run("--dry-run", "--source", "feed", "--job", "alpha", "--job", "beta")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all(list(r)[0] == "@table" for r in records), records  # first, where a reader looks
+    by_table = sorted((r["@table"], r.get("url") or r["title"]) for r in records)
+    assert by_table == [("alpha", server.url("/item/1")), ("alpha", server.url("/item/2")),
+                        ("beta", server.url("/item/3")), ("beta", server.url("/item/4")), ("items", "Item 1")]
