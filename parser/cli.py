@@ -179,7 +179,8 @@ def add_try(commands) -> None:
     cmd.set_defaults(handler=try_command)
 
 
-COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_try, add_accept_deletions]
+COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_try,
+                            add_accept_deletions]
 
 
 def _params_missing(args: argparse.Namespace) -> bool:
