@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..adapters import Parsed
+from ..adapters.parsed import FeedInfo
 from ..core import logs
 from ..core.errors import FetchError
 from ..core.runinfo import RunInfo
@@ -20,9 +20,6 @@ from ..fetch.http import FetchResult
 from ..pipeline.sink import PrintSink, Sink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
-
-if TYPE_CHECKING:
-    from ..adapters.parsed import FeedInfo
 
 log = logging.getLogger("parser")
 SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
