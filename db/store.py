@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import migrate, schema
-from db.bulk import postgresql_copy, sqlite_insert
+from db.bulk import Loaded, Target, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
 from parser.core import logs
@@ -123,10 +123,11 @@ class Database:
             log.warning("table %s had no unique index on hash (dropped?): created it again", name)
 
     def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[Mapping] | Sequence[Sequence], *,
-                   fields: Sequence[str] | None = None, mend: bool = True) -> int:
-        """Insert rows whose hash the table lacks, in one transaction; return how many were new. `rows`
-        are dicts, or (with `fields`, the names of their cells in order, as a staging file's header)
-        sequences of cells: the flush's, handed to the driver as they are (db/bulk.py).
+                   fields: Sequence[str] | None = None, mend: bool = True, mode: str = "update") -> Loaded:
+        """Insert rows whose hash the table lacks, and update those it holds as the UPDATES `mode` says
+        (db/upsert.py), in one transaction; return what was inserted and updated. `rows` are dicts, or (with
+        `fields`, the names of their cells in order, as a staging file's header) sequences of cells: the
+        flush's, handed to the driver as they are (db/bulk.py). An empty cell is stored as NULL.
 
         Raise RecordRefusedError when a value of a row is refused (the caller finds the row and sets
         it aside), StorageError when the rows must stay staged. With `mend`, a table changed
@@ -135,7 +136,7 @@ class Database:
             fields = list(dict.fromkeys(key for row in rows for key in row))
             rows = [[row.get(field) for field in fields] for row in rows]
         try:
-            return self._insert_rows(name, columns, fields, rows)
+            return self._insert_rows(name, columns, fields, rows, mode)
         except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
             raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
         except (SQLAlchemyError, *self._driver_errors) as exc:
@@ -145,13 +146,13 @@ class Database:
         if not mend or fault not in (Fault.CHANGED, Fault.ID_SEQUENCE):
             raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}")
         self._mend(name, columns, fault, _short(failure))
-        return self.insert_new(name, columns, rows, fields=fields, mend=False)
+        return self.insert_new(name, columns, rows, fields=fields, mend=False, mode=mode)
 
     def insert_file(self, name: str, columns: Sequence[str], path: Path, fields: Sequence[str], *,
-                    escaped_start: Collection[str]) -> tuple[int, int] | None:
+                    escaped_start: Collection[str], mode: str = "update") -> tuple[Loaded, int] | None:
         """PostgreSQL: load the staging file `path` (its header: `fields`) through the server's own CSV
-        parser (db/csv_load.py), in one transaction; return (rows written, rows in the file). None when
-        the file is to be read in Python and given to insert_new: another database, a header naming a
+        parser (db/csv_load.py), in one transaction, as insert_new would; return (what it did, rows in the
+        file). None when the file is to be read in Python and given to insert_new: another database, a header naming a
         column the table lacks, or anything the server refused (bytes not UTF-8, a NUL, a short record,
         a value): insert_new finds and sets aside what must be, and says why rows stay staged. A table
         changed underneath or an id sequence behind is mended here first; a lock waited on for
@@ -165,7 +166,8 @@ class Database:
         quote = self.engine.dialect.identifier_preparer.quote
         try:
             with self.engine.begin() as conn:
-                return postgresql_copy_csv(conn.connection.driver_connection, name, fields, path, quote, escaped_start)
+                return postgresql_copy_csv(conn.connection.driver_connection, self._target(conn, table, mode), fields,
+                                           path, quote, escaped_start)
         except (SQLAlchemyError, *self._driver_errors, UnsafeForCopyError) as exc:
             failure, fault = exc, classify(exc, self.key_names.get(name))
         if fault is Fault.LOCKED:
@@ -177,7 +179,8 @@ class Database:
         log.info("flush: table %s: %s read in Python: %s", name, path.name, _short(failure))
         return None
 
-    def _insert_rows(self, name: str, columns: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence]) -> int:
+    def _insert_rows(self, name: str, columns: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence],
+                     mode: str) -> Loaded:
         table = self.table(name, columns)
         known = {c.name for c in table.columns} - {"id"}
         if not known.issuperset(fields):  # a file staged by a version with a column this table lacks
@@ -187,8 +190,39 @@ class Database:
         with self.engine.begin() as conn:
             load = _BULK.get(self.engine.dialect.driver)
             if load:
-                return load(conn.connection.driver_connection, name, fields, rows, quote)
+                return load(conn.connection.driver_connection, self._target(conn, table, mode), fields, rows, quote)
             return self._insert_generic(conn, table, fields, rows)
+
+    def _target(self, conn: sa.Connection, table: sa.Table, mode: str) -> Target:
+        """Where a load goes; with "history", the `<table>_versions` table made (or completed) first."""
+        columns = [c.name for c in table.columns]
+        changed_type = table.c.changed.type.compile(dialect=self.engine.dialect) \
+            if "changed" in table.c and self.engine.dialect.name == "postgresql" else ""
+        versions = self._versions(conn, table) if mode == "history" else ()
+        return Target(table.name, columns, mode, versions, changed_type)
+
+    def _versions(self, conn: sa.Connection, table: sa.Table) -> list[str]:
+        """UPDATES = "history": `<table>_versions` holds each row as it was before an update changed it (its
+        `id` the row's own, `replaced` when the update came), with the table's columns and types; a column
+        the table gained since is added. Returns its columns."""
+        name = f"{table.name}_versions"
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(name):
+            schema_lock(conn)
+            versions = sa.Table(name, sa.MetaData(), sa.Column("version", sa.Integer, primary_key=True,
+                                                                  autoincrement=True),
+                                *[sa.Column(c.name, c.type) for c in table.columns],
+                                sa.Column("replaced", table.c.fetched.type if "fetched" in table.c else sa.Text))
+            versions.create(conn, checkfirst=True)
+            sa.Index(f"{name}_hash", versions.c.hash).create(conn, checkfirst=True)
+            return [c.name for c in versions.columns if c.name != "version"]
+        present = {c["name"] for c in inspector.get_columns(name)}
+        quote = self.engine.dialect.identifier_preparer.quote
+        for column in table.columns:
+            if column.name not in present:
+                spelled = column.type.compile(dialect=self.engine.dialect)
+                conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column.name)} {spelled}"))
+        return [*(c.name for c in table.columns), "replaced"]
 
     def _bound_session(self, connection, _record) -> None:
         """PostgreSQL, each new connection: wait DB_TIMEOUT at most for a lock, run a statement
@@ -250,20 +284,21 @@ class Database:
                 f"explicit ids); moved it on to {next_id} and loading the staged rows")
 
     def _insert_generic(self, conn: sa.Connection, table: sa.Table, fields: Sequence[str],
-                        rows: Sequence[Sequence]) -> int:
-        """Any other database: ask which hashes of each chunk exist, insert the others."""
+                        rows: Sequence[Sequence]) -> Loaded:
+        """Any other database: ask which hashes of each chunk exist, insert the others (empty cells as
+        NULL). Updates are left out here: the bulk paths (SQLite, PostgreSQL) make them."""
         inserted = 0
         for start in range(0, len(rows), CHUNK_ROWS):
             chunk: dict[str, dict] = {}
             for row in rows[start:start + CHUNK_ROWS]:
-                record = dict(zip(fields, row, strict=True))
+                record = {f: (None if v == "" and f != "hash" else v) for f, v in zip(fields, row, strict=True)}
                 chunk.setdefault(record["hash"], record)
             existing = set(conn.execute(sa.select(table.c.hash).where(table.c.hash.in_(list(chunk)))).scalars())
             fresh = [record for digest, record in chunk.items() if digest not in existing]
             if fresh:
                 conn.execute(table.insert(), fresh)
             inserted += len(fresh)
-        return inserted
+        return Loaded(inserted, 0)
 
     def count(self, name: str) -> int:
         with self.engine.connect() as conn:

@@ -29,6 +29,7 @@ log = logging.getLogger("parser")
 class Flushed:
     ok: bool
     rows: int              # written by this flush
+    updated: int           # rows it updated (entries edited at their source)
     already: int           # staged rows the table held already (a batch loaded again after a crash)
     error: str | None      # the failed tables' errors, "; "-joined
 
@@ -38,7 +39,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
     with nothing to write says nothing. Then the `sources` table (`sources`), after the records."""
-    written = already = 0
+    written = updated = already = 0
     errors: list[str] = []
     for sink in sinks:
         # The Bloom filter is saved here, not per poll: it can be megabytes, and a restart catches
@@ -46,7 +47,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
         sink.save()
         feeds = sink is sinks[0]
         try:
-            rows, known = sink.flush(db)
+            rows, changed, known = sink.flush(db)
         except StorageError as exc:
             pending = sink.staging.pending_rows()
             logs.error_line("flush", redact_url(db_url), f"{exc}; {pending} records kept in staging for the next "
@@ -54,12 +55,12 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
             log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
             continue
-        written, already = written + rows, already + known
+        written, updated, already = written + rows, updated + changed, already + known
         if why != "stop":  # a quiet moment, no poll under way; a stop is not kept waiting by a rewrite
             compact_hashes(sink, feeds)
-        if rows or known or (feeds and why in ("stop", "once") and not feeds_idle):
-            log.info("flush (%s): %d rows written to %s%s", why, rows, sink.table,
-                     f", {known} already stored" if known else "")
+        if rows or known or changed or (feeds and why in ("stop", "once") and not feeds_idle):
+            log.info("flush (%s): %d rows written to %s%s%s", why, rows, sink.table,
+                     f", {changed} updated" if changed else "", f", {known} already stored" if known else "")
     if sources is not None and db is not None:
         try:
             sources(db)
@@ -67,7 +68,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
             logs.error_line("flush", redact_url(db_url), str(exc))
             log.info("flush (%s) of table %s failed: %s", why, SOURCES_TABLE, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(f"{SOURCES_TABLE}: {exc}")
-    return Flushed(ok=not errors, rows=written, already=already, error="; ".join(errors) or None)
+    return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None)
 
 
 def prepare_tables(db: Database, sinks: list[Sink | PrintSink]) -> None:
@@ -76,7 +77,7 @@ def prepare_tables(db: Database, sinks: list[Sink | PrintSink]) -> None:
     do); a database away or locked is said, and the flush tries again."""
     for sink in sinks:
         try:
-            db.table(sink.table, sink.columns)
+            db.table(sink.table, sink.columns, getattr(sink, "kinds", None))  # a job's typed fields (JobSink)
         except SchemaRefusedError:
             raise
         except StorageError as exc:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..core.cpu_slots import one_per_core
 from ..core.errors import ParseError
+from ..core.record import record_digest
 from . import feed, json_api, jsonfeed, xmlfeed
 from .parsed import FALLBACK, FeedInfo, Parsed, Select, newest, select_newest
 from .sanitize import finish_record
@@ -112,7 +113,8 @@ def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[st
     if limit is not None and len(parsed.records) > limit:
         parsed.records = newest(parsed.records, limit)
     if select is not None and not adapter.limited:
-        ids = [{name: str(r.get(name) or "") for name in ("source", "guid", "link")} for r in parsed.records]
+        ids = [{**{name: str(r.get(name) or "") for name in ("source", "guid", "link")}, "digest": record_digest(r)}
+               for r in parsed.records]
         wanted = select(ids, parsed.home)
         parsed.records = [r for r, want in zip(parsed.records, wanted, strict=True) if want]
     parsed.records = [finish_record(r) for r in parsed.records]

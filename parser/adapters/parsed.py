@@ -42,6 +42,8 @@ class Parsed:
     keys: list[str] | None = None
     known: list[str] = field(default_factory=list)
     said: list[tuple[bool, str]] = field(default_factory=list)  # identity's lines (once per source?, line)
+    # Identity first: key -> digest of every entry, read or left unread (parser/pipeline/known.py).
+    digests: dict[str, str] = field(default_factory=dict)
     feed: FeedInfo = field(default_factory=FeedInfo)  # the feed's own title, site, description, language
 
 

@@ -123,7 +123,8 @@ class OutcomeTaker:
         self.sink.say(f"{source.name}: {len(parsed.records)} records, " + (f"{blocked} blocked, " if blocked else "")
                       + f"{len(staged.new)} new would be staged")
         self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
-        log.info("%s  new %d  duplicates %d%s  %.2f s  %s", source.name, len(staged.new), staged.duplicates,
+        log.info("%s  new %d%s  duplicates %d%s  %.2f s  %s", source.name, len(staged.new),
+                 f"  changed {staged.changed}" if staged.changed else "", staged.duplicates,
                  blocked_text(blocked), outcome.seconds, parsed.kind,  # kind: what the body was found to be
                  extra=poll_fields(outcome, staged))
         self.tally.new += len(staged.new)

@@ -65,7 +65,10 @@ from .link_jobs import LinkJob, check_link_jobs
 MiB = 1024 * 1024
 DEDUP_MODES = ("hashfile", "bloom", "off")
 HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
-SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items") + PROTOCOL_KEYS + FILTER_KEYS
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items", "updates") + PROTOCOL_KEYS \
+    + FILTER_KEYS
+# UPDATES: what an entry edited at its source does to its stored row (db/upsert.py).
+UPDATE_MODES = ("update", "history", "ignore")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Source:
     headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     tags: tuple[str, ...] = ()
     max_items: int = 50
+    updates: str = "update"  # UPDATES, or the source's own `updates`
     # Protocol adapters (parser/sources/source_options.py): the protocol, and the keys that protocol reads.
     protocol: str = "feed"
     api: JsonApi | None = None      # json_api and webhook: items, map, query/header params, paging
@@ -139,6 +143,15 @@ class Settings:
     db_timeout: float = 5.0         # seconds a flush waits to connect or for a lock (db/store.py)
     parse_processes: int = 0        # processes parsing polled bodies; 0 = in the fetching threads (cpu_pool.py)
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
+    updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
+
+    @property
+    def items_updates(self) -> str:
+        """The `items` table's mode at the flush: "history" when UPDATES or any source asks for it (a
+        source's "ignore" stages no update at all, so it needs nothing of the flush)."""
+        if self.updates == "history" or any(s.updates == "history" for s in self.sources):
+            return "history"
+        return "ignore" if self.updates == "ignore" and all(s.updates == "ignore" for s in self.sources) else "update"
 
 
 # Settings of seconds: a number, or a time with its unit ("10m", "12h").
@@ -159,6 +172,7 @@ DEFAULTS: dict[str, Any] = {
     "HASH": "sha224",
     "DEDUP": "hashfile",
     "UNIQUE_WINDOW": None,
+    "UPDATES": "update",
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
@@ -293,6 +307,7 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
     check("LOG_FORMAT", lambda x: x in LOG_FORMATS, f"must be one of {', '.join(map(repr, LOG_FORMATS))}")
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
+    check("UPDATES", lambda x: x in UPDATE_MODES, f"must be one of {', '.join(map(repr, UPDATE_MODES))}")
     _check_unique_window(v, problems)
     check_default_filter(v, problems)
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
@@ -367,6 +382,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
         db_timeout=float(v["DB_TIMEOUT"]),
         parse_processes=default_processes(len(sources)) if v["PARSE_PROCESSES"] == "auto" else v["PARSE_PROCESSES"],
         parse_on_demand=v["PARSE_PROCESSES"] == "auto",
+        updates=v["UPDATES"],
     )
 
 
@@ -454,11 +470,15 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         max_items = item.get("max_items", v["MAX_ITEMS"])
         if "max_items" in item and (what := whole_problem(max_items)):
             problems.add(where, f"max_items {what}, got {reprlib.repr(max_items)}")
+        updates = item.get("updates", v["UPDATES"])
+        if "updates" in item and updates not in UPDATE_MODES:
+            problems.add(where, f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
         if resolved is not None:
             sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
                                   if _positive_number(interval) else 600.0,
                                   headers=MappingProxyType(dict(headers)), tags=tuple(tags),
                                   max_items=max_items if _positive_int(max_items) else 50,
+                                  updates=updates if updates in UPDATE_MODES else "update",
                                   entry_filter=check_filter(item, where, entry_filter, problems), **extra))
             if _positive_number(interval):
                 check_rate_fits(extra.get("rate"), float(interval), where, problems)
@@ -527,6 +547,7 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
         source = Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
                         if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
                         max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50,
+                        updates=v["UPDATES"] if v["UPDATES"] in UPDATE_MODES else "update",
                         entry_filter=default_filter(v))
         if (name, url) in urls:  # the same feed twice (two folders, or also in SOURCES): one source
             notes.append(f"{where}: the same feed as {names[name]}; polled once")
