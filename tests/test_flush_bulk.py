@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from db.store import Database
 from parser.core.errors import RecordRefusedError, StorageError
 from parser.core.record import RECORD_FIELDS
+from parser.pipeline.batch_read import read_cells
+from parser.pipeline.sink import Sink
+from parser.pipeline.staging import StagingFile, read_rows
 
 # The record's fields as 0.5 staged them: the batches written here by hand use them (a newer version
 # loads what an older one staged), and the checks read them back in this order.
 OLD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
-from parser.pipeline.batch_read import read_cells
-from parser.pipeline.sink import Sink
-from parser.pipeline.staging import StagingFile, read_rows
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -186,6 +186,8 @@ def test_a_jobs_table_with_its_own_columns(tmp_path, db, db_url):
     sink.stage(objects)
     assert sink.flush(db) == (700, 0, 0)
     stored = select(db_url, "SELECT url, fetched, price, name FROM shop ORDER BY id")
+    # fetched is a time: timestamptz in PostgreSQL (a datetime comes back), ISO 8601 text in SQLite
+    stored = [(url, f if isinstance(f, str) else f.strftime("%Y-%m-%dT%H:%M:%SZ"), *rest) for url, f, *rest in stored]
     assert stored == [tuple(o[c] for c in columns) for o in objects]
     sink.close()
 
