@@ -37,7 +37,7 @@ from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
 from .settings.params import Settings
-from .settings.run_options import RunOptions, select_jobs, select_sources
+from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
 from .sources.state import iso
 from .technique import Techniques
@@ -66,6 +66,9 @@ class Daemon:
         # Webhook sources are never polled: their records arrive at the listener (parser/push/webhook.py),
         # as do WebSub pushes; both reach the main thread through the inbox (parser/pipeline/inbox.py).
         self.listened, self.sources = pushed(sources), polled(sources)
+        self.unpolled = unpolled_picks(sources, options)  # --once --source of a webhook: said at start
+        if self.unpolled and not self.sources and not self.link_jobs:
+            raise ValueError(f"--once has nothing to run: {unpolled_text(self.unpolled)}")
         self.lock = FolderLock(settings.staging_dir)
         self.shared = settings.shared and not options.dry_run  # a dry run opens its own files, in memory
         self.reload = Reload(options, clock=self.clock)  # SIGHUP sets its flag from the start
@@ -91,6 +94,8 @@ class Daemon:
         logs.setup(None if dry_run else s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups,
                    log_format=s.log_format, errors_on_console=not dry_run)
         log.info("params: %s", s.params_path)  # first: which file, so a daemon started in the wrong folder says so
+        if self.unpolled:
+            log.warning("%s", unpolled_text(self.unpolled))
         if not self.options.dry_run:
             self.lock.acquire()
         try:

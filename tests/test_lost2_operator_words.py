@@ -27,3 +27,22 @@ def test_each_dry_run_record_names_the_table_it_would_go_to(server: LoopbackServ
     by_table = sorted((r["@table"], r.get("url") or r["title"]) for r in records)
     assert by_table == [("alpha", server.url("/item/1")), ("alpha", server.url("/item/2")),
                         ("beta", server.url("/item/3")), ("beta", server.url("/item/4")), ("items", "Item 1")]
+
+
+# -- --once --source on a webhook source --------------------------------------------------------------
+def test_once_on_a_webhook_source_says_it_has_nothing_to_do(server: LoopbackServer, project: Project, monkeypatch):
+    monkeypatch.setenv("HOOK_SECRET", "x")
+    server.route("/feed.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "hook", "protocol": "webhook", "path": "/hook", "secret_env": "HOOK_SECRET"},
+                                  {"name": "feed", "url": server.url("/feed.xml")}])
+    alone = project.run("--once", "--source", "hook")
+    assert alone.returncode == 2, alone.stderr  # cron's mail: nothing was run
+    assert "error: --once has nothing to run: 'hook' (webhook): not polled; its records are pushed to the " \
+           "listener (WEBHOOK_LISTEN) of a daemon running without --once" in alone.stderr
+
+    both = project.run("--once", "--source", "hook", "--source", "feed")
+    assert both.returncode == 0, both.stderr
+    warned = [line for line in both.stderr.splitlines() if "'hook' (webhook): not polled" in line]
+    assert len(warned) == 1 and " WARNING  " in warned[0], both.stderr  # off a terminal: what cron mails
+    assert "'hook' (webhook): not polled" in project.log()
+    assert len(project.rows()) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..sources.protocols import protocol_of
 from .link_jobs import LinkJob
 from .params import Settings, Source
 
@@ -66,6 +67,23 @@ def select_sources(settings: Settings, options: RunOptions) -> list[Source]:
         return named
     chosen = {id(source) for source in named + select_tagged(settings.sources, options.tags, name)}
     return [source for source in settings.sources if id(source) in chosen]  # params.py's order, each once
+
+
+def unpolled_picks(sources: Sequence[Source], options: RunOptions) -> list[Source]:
+    """The sources --source or --tag picked for a --once run that it can do nothing for: pushed ones that
+    are never polled (a webhook's records reach only a running daemon's listener, which --once does not
+    open). Said, so cron's mail does not read a run that did nothing as one that went well."""
+    if not (options.once and options.picks_sources):
+        return []
+    return [source for source in sources if not protocol_of(source).polled]
+
+
+def unpolled_text(sources: Sequence[Source]) -> str:
+    """Why --once runs nothing for these (unpolled_picks), in a user's words."""
+    names = ", ".join(f"{source.name!r} ({source.protocol})" for source in sources)
+    return (f"{names}: not polled; {'its' if len(sources) == 1 else 'their'} records are pushed to the listener "
+            "(WEBHOOK_LISTEN) of a daemon running without --once, so --once has nothing to do for "
+            f"{'it' if len(sources) == 1 else 'them'}")
 
 
 def select_jobs(settings: Settings, options: RunOptions) -> list[LinkJob]:
