@@ -351,3 +351,18 @@ def test_a_stalled_export_does_not_hold_the_sqlite_file(project):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_sources_table_exports_too(project):
+    """`sources` (a row a source, no id): tags, JSON text in SQLite, come out as a list."""
+    url = sqlite_project(project)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE sources (name TEXT PRIMARY KEY, url TEXT, tags TEXT, last_poll TEXT, "
+                             "dead BOOLEAN)"))
+        conn.execute(sa.text("INSERT INTO sources VALUES ('news', 'https://example.org/feed', '[\"news\",\"daily\"]', "
+                             "'2024-06-01T00:00:00Z', 0)"))
+    engine.dispose()
+    assert jsonl(project.run("export", "--table", "sources")) == [
+        {"name": "news", "url": "https://example.org/feed", "tags": ["news", "daily"],
+         "last_poll": "2024-06-01T00:00:00Z", "dead": 0}]

@@ -25,11 +25,12 @@ from urllib.parse import quote
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
+from db import sources_table
+from db.schema import KNOWN_KINDS
 from db.store import DEFAULT_TIMEOUT, _connect_args
 
 from ..core.dates import format_utc
 from ..core.errors import SettingsError, StorageError
-from ..core.record import LIST_FIELDS, TIME_FIELDS
 from ..core.setting_values import duration_problem, duration_seconds
 from ..settings.params import DEFAULTS, _db_url_problem, _import_params, _resolve_db_url
 from ..settings.read import SettingsRead
@@ -37,7 +38,6 @@ from .export_formats import write_atom, write_csv, write_jsonl
 
 FORMATS = ("jsonl", "csv", "atom")
 CHUNK_ROWS = 500  # rows a read: a few MB of HTML bodies at most, and a hold on a SQLite file of milliseconds
-TIME_COLUMNS = TIME_FIELDS | {"changed", "gone"}  # gone: a job's object found gone (refresh)
 SINCE_COLUMNS = ("changed", "fetched")  # new or changed: what a cron job taking only the new wants
 SINCE_FORMS = ("an ISO 8601 time (2024-05-20, 2024-05-20T08:30:00Z, 2024-05-20T10:30:00+02:00; "
                "no zone is UTC) or a duration back from now (7d, 12h, 30m, 90s)")
@@ -167,8 +167,6 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
     except SQLAlchemyError as exc:
         raise StorageError(f"database unreachable: {_short(exc)}") from None
     types = {c["name"]: c["type"] for c in reflected}
-    if "id" not in types:
-        raise ValueError(f"--table {request.table!r} has no id column: not a table the daemon made")
     table = sa.table(request.table, *[sa.column(name) for name in types])  # untyped: the driver's values
     where = []
     if request.sources:
@@ -179,7 +177,8 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
         where.append(_since_clause(table, types, since, request.table))
     # CSV writes a list as JSON text: the text SQLite holds goes out as it is, not read and written again.
     lists_as_text = request.format == "csv"
-    convert = tuple(_converter(name, kind, lists_as_text) for name, kind in types.items())
+    by_name = sources_table.COLUMNS if request.table == sources_table.NAME else KNOWN_KINDS
+    convert = tuple(_converter(kind, by_name.get(name, "text"), lists_as_text) for name, kind in types.items())
     return _Plan(table, tuple(types), convert, tuple(where))
 
 
@@ -200,9 +199,15 @@ def _since_clause(table: sa.TableClause, types: dict, since: datetime, name: str
 
 def _rows(engine: sa.Engine, plan: _Plan) -> Iterator[dict]:
     """The rows in id order, CHUNK_ROWS a read, each read a connection of its own (see the docstring)."""
+    pairs = tuple(zip(plan.columns, plan.convert, strict=True))
+    if "id" not in plan.columns:  # the sources table (a row a source: small), or a user's own: one read
+        with engine.connect() as conn:
+            query = sa.select(*plan.table.c).where(*plan.where)
+            for stored in conn.execution_options(stream_results=True, yield_per=CHUNK_ROWS).execute(query):
+                yield {name: convert(value) for (name, convert), value in zip(pairs, stored, strict=True)}
+        return
     key = plan.table.c.id
     key_at = plan.columns.index("id")
-    pairs = tuple(zip(plan.columns, plan.convert, strict=True))
     last = None
     while True:
         query = sa.select(*plan.table.c).where(*plan.where)
@@ -253,12 +258,12 @@ def _output(path: Path | None, stdout: BinaryIO) -> Iterator[BinaryIO]:
 
 # -- the stored value -> the typed value, per column kind ------------------------------------------------
 
-def _converter(name: str, kind: Any, lists_as_text: bool = False) -> Callable[[Any], Any]:
-    """By the column's type where the database has one (timestamptz, jsonb, a number), else by its name
-    (SQLite and an older table keep times and lists as text)."""
-    if name in LIST_FIELDS or isinstance(kind, sa.JSON):
+def _converter(sql_type: Any, named: str, lists_as_text: bool = False) -> Callable[[Any], Any]:
+    """By the column's type where the database has one (timestamptz, jsonb, a number), else by the kind
+    its name has in our tables (db/schema.py): SQLite and an older table keep times and lists as text."""
+    if named in ("list", "json") or isinstance(sql_type, sa.JSON):
         return _empty_is_null if lists_as_text else _list_value
-    if name in TIME_COLUMNS or isinstance(kind, (sa.DateTime, sa.Date)):
+    if named == "time" or isinstance(sql_type, (sa.DateTime, sa.Date)):
         return _time_value
     return _plain_value
 
