@@ -23,6 +23,7 @@ from parser.core.errors import ParseError
 from parser.core.record import safe_record
 from parser.pipeline.first_read import read_new
 from parser.pipeline.identity import Identity
+from parser.pipeline.known import short_key
 from tests.conftest import Project, corpus_dir
 from tests.feeds import BASE_TIME, numbered_items, rss
 from tests.process import wait_for
@@ -45,14 +46,15 @@ def whole_read(body: bytes, identity: Identity) -> tuple[list[dict], list[str]]:
     return identified.records, identified.keys
 
 
-def first_read(body: bytes, known=frozenset()):
+def first_read(body: bytes, known=None):
     return read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50, known=known,
                     rule=RULE, feed_urls=(URL,))
 
 
 def test_the_corpus_keyed_first_gives_the_records_and_keys_of_a_whole_read():
-    """Fields and keys exactly as before; with every key known nothing is read whole but the entries
-    keyed by their content; with two keys unknown, those two entries alone, each as a whole read gives it."""
+    """Fields and keys exactly as before; with every key known with its digest nothing is read whole but
+    the entries keyed by their content; with two keys unknown, or two digests differing (an edit), those two
+    entries alone, each as a whole read gives it."""
     files = sorted(p for p in corpus_dir("fastfeedparser", "benchmark_data").iterdir() if p.is_file())
     identity = Identity("auto", "sha224")
     compared = partly = 0
@@ -68,16 +70,20 @@ def test_the_corpus_keyed_first_gives_the_records_and_keys_of_a_whole_read():
         assert (first.keys, [safe_record(r) for r in first.records]) == (keys, records), path.name
         assert first.known == []
         compared += 1
-        steady = first_read(body, known=frozenset(keys))
+        digests = {short_key(k): first.digests[k] for k in keys if k in first.digests}
+        steady = first_read(body, known=digests)
         assert steady.keys == [k for k in keys if k in steady.keys]  # the unread are the known ones
         assert sorted(steady.keys + steady.known) == sorted(keys)
         if len(set(keys)) > 2 and len(steady.known) == len(keys):
             partly += 1
             new = set(keys[:2])
-            changed = first_read(body, known=frozenset(keys) - new)
-            assert set(changed.keys) == new and len(changed.known) == len(keys) - len(changed.keys), path.name
             expected = [r for r, k in zip(records, keys, strict=True) if k in new]
-            assert [safe_record(r) for r in changed.records] == expected, path.name
+            unknown = {k: d for k, d in digests.items() if k not in {short_key(n) for n in new}}
+            edited = {k: (d if k not in {short_key(n) for n in new} else "0" * 16) for k, d in digests.items()}
+            for known in (unknown, edited):
+                changed = first_read(body, known=known)
+                assert set(changed.keys) == new and len(changed.known) == len(keys) - len(changed.keys), path.name
+                assert [safe_record(r) for r in changed.records] == expected, path.name
     assert compared > 150 and partly > 100  # the corpus was read, not skipped
 
 
