@@ -46,3 +46,33 @@ def test_once_on_a_webhook_source_says_it_has_nothing_to_do(server: LoopbackServ
     assert len(warned) == 1 and " WARNING  " in warned[0], both.stderr  # off a terminal: what cron mails
     assert "'hook' (webhook): not polled" in project.log()
     assert len(project.rows()) == 2
+
+
+# -- status over a damaged state.json -----------------------------------------------------------------
+def test_status_says_state_json_is_damaged_and_what_the_daemon_will_do(server: LoopbackServer, project: Project):
+    server.route("/feed.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "feed", "url": server.url("/feed.xml")}])
+    project.run("--once", check=True)
+    state = project.staging / "state.json"
+    whole = state.read_text(encoding="utf-8")
+    state.write_text(whole[: len(whole) // 2], encoding="utf-8")  # a disk full, or an editor's crash
+
+    shown = project.run("status", check=True).stdout
+    assert "state.json in STAGING_DIR is DAMAGED, read as empty" in shown, shown
+    assert "is not valid JSON" in shown
+    assert "the next start moves it aside to state.json.bad, and every source starts" in shown
+    viewed = json.loads(project.run("status", "--json", check=True).stdout)["state_file"]
+    assert viewed["path"] == str(state) and viewed["whole"]
+    assert viewed["damage"][0]["what"].startswith("is not valid JSON")
+
+    project.run("--once", check=True)  # what status said the start does, it does
+    assert (project.staging / "state.json.bad").read_text(encoding="utf-8") == whole[: len(whole) // 2]
+    assert "DAMAGED" not in project.run("status", check=True).stdout
+
+    broken = json.loads(state.read_text(encoding="utf-8"))
+    broken["feed"]["failures"] = "many"  # one field, by hand
+    state.write_text(json.dumps(broken), encoding="utf-8")
+    shown = project.run("status", check=True).stdout
+    assert "state.json in STAGING_DIR is DAMAGED in places" in shown
+    assert 'feed: failures is "many", not a whole number: reset to 0' in shown
+    assert "the next start resets what is damaged (a line each in errors.log) and keeps" in shown

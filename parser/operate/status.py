@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
@@ -24,7 +25,7 @@ from ..pipeline.hash_window import marks_path, read_marks, size_text
 from ..pipeline.staging import batch_files, count_rows
 from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
-from ..sources.state import SourceState, iso, load_states
+from ..sources.state import SourceState, iso, read_states
 from .control import daemon_pid
 
 LINK_STATUSES = ("pending", "done", "retry", "refused", "gone", "dead")
@@ -70,13 +71,7 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
     """Everything the status view shows, as a JSON-ready dict (times in ISO 8601 UTC)."""
     counter = counter or RowCounter()
     staging = settings.staging_dir
-    states, group_links = load_states(staging / "state.json"), None
-    if settings.shared:  # the group's view, from the shared database (parser/group/shared.py)
-        from ..group.shared import group_view  # imported on first use: SHARED only (psycopg: 0.2 s of `status`)
-        try:
-            states, group_links = group_view(settings, now)
-        except StorageError:
-            pass  # this machine's files, then
+    states, damage, group_links = source_states(settings, now)
     info = load_run_info(daemon_status_path(staging)) or {}
     pid = daemon_pid(staging)
     running = pid is not None and info.get("pid") == pid and bool(info.get("running", True))
@@ -107,9 +102,45 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
         "totals": info.get("totals", {}),
         "staged": tables,
         "hashes": _hashes_view(settings, now),
+        "state_file": _state_file_view(staging / "state.json", damage, running=running),
         "sources": sources,
         "jobs": jobs,
     }
+
+
+def source_states(settings: Settings, now: float) -> tuple[dict[str, SourceState], list[tuple[str | None, str]],
+                                                          dict[str, dict[str, int]] | None]:
+    """The sources' states as the daemon keeps them, and what a hand edit damaged in state.json
+    (read_states: (source, what), or (None, what) for a file read as empty); with SHARED = True the
+    states are the group's, from the shared database when it answers, and the third item is each
+    job's link counts from the group (None: read the link files)."""
+    states, damage = read_states(settings.staging_dir / "state.json")
+    if settings.shared:  # the group's view, from the shared database (parser/group/shared.py)
+        from ..group.shared import group_view  # imported on first use: SHARED only (psycopg: 0.2 s of `status`)
+        try:
+            group_states, links = group_view(settings, now)
+            return group_states, damage, links
+        except StorageError:
+            pass  # this machine's files, then
+    return states, damage, None
+
+
+def _state_file_view(path: Path, damage: list[tuple[str | None, str]], *, running: bool) -> dict | None:
+    """state.json's damage (a hand edit, a disk error), with what the daemon does about it; None when
+    it is whole. Without this a damaged file shows every source as 'not polled yet' and says nothing."""
+    if not damage:
+        return None
+    whole = any(name is None for name, _ in damage)
+    if running:  # it read the file at its start and never again; its save replaces the file whole
+        action = "the running daemon does not read it again: it writes the file anew, from what it holds, " \
+                 "after its next poll and at its stop"
+    elif whole:
+        action = (f"the next start moves it aside to {path.name}.bad, and every source starts afresh "
+                  "(validators, failures, history); to keep them, mend it before starting")
+    else:
+        action = "the next start resets what is damaged (a line each in errors.log) and keeps the rest"
+    return {"path": str(path), "whole": whole, "damage": [{"source": name, "what": what} for name, what in damage],
+            "action": action}
 
 
 def _hashes_view(settings: Settings, now: float) -> dict:
@@ -188,8 +219,8 @@ def _state_of(source: Source, state: SourceState, settings: Settings, now: float
 # -- text ------------------------------------------------------------------------------------------
 def format_text(view: dict) -> str:
     now = epoch_of(view["now"]) or 0.0
-    lines = [_daemon_line(view, now), *_flush_line(view, now).split("\n"), _staged_line(view),
-             *_hashes_lines(view["hashes"]), ""]
+    lines = [_daemon_line(view, now), *_state_file_lines(view.get("state_file")), *_flush_line(view, now).split("\n"),
+             _staged_line(view), *_hashes_lines(view["hashes"]), ""]
     head = f"{'SOURCE':<17} {'PROTO':<6} {'STATE':<15} {'POLLED':>6} {'OK':>6} {'NEW':>6} {'24H':>5} {'NEXT':>6}"
     lines.append(head)
     for s in view["sources"]:
@@ -237,6 +268,23 @@ def _daemon_line(view: dict, now: float) -> str:
     if d["pid"]:
         return f"daemon: NOT RUNNING (pid {d['pid']} last wrote its status {_ago(d['updated'], now)} ago)"
     return "daemon: NOT RUNNING (it has not run on this staging folder)"
+
+
+def _state_file_lines(state_file: dict | None, most: int = 5) -> list[str]:
+    """What is wrong with state.json, and what the daemon does about it, in lines of 80 columns."""
+    if not state_file:
+        return []
+    name = Path(state_file["path"]).name
+    if state_file["whole"]:
+        lines = [f"{name} in STAGING_DIR is DAMAGED, read as empty",
+                 "  so every source below shows 'not polled yet', whatever it was"]
+    else:
+        lines = [f"{name} in STAGING_DIR is DAMAGED in places"]
+    for entry in state_file["damage"][:most]:
+        lines.append(f"  {entry['source'] + ': ' if entry['source'] else ''}{entry['what']}")
+    if len(state_file["damage"]) > most:
+        lines.append(f"  and {len(state_file['damage']) - most} more (`status --json` lists them)")
+    return lines + [*textwrap.wrap(state_file["action"], 78, initial_indent="  ", subsequent_indent="  ")]
 
 
 def _flush_line(view: dict, now: float) -> str:
