@@ -59,8 +59,8 @@ def test_staging_csv_is_emptied_by_the_flush_and_keeps_awkward_text(server, proj
     assert project.rows()[0]["summary"] == 'Comma, "quotes", new line and Кириллица'  # plain text, spaces collapsed
     with open(project.staging / "staging.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows == [["hash", "source", "guid", "link", "title", "author", "published", "summary", "content",
-                     "fetched"]]
+    assert rows == [["hash", "source", "guid", "link", "title", "author", "published", "updated", "summary",
+                     "content", "categories", "enclosures", "image", "comments", "language", "fetched"]]
 
 
 def test_dry_run_prints_records_and_writes_nothing(server, project):

@@ -94,7 +94,7 @@ def test_titles_are_the_right_characters(encoded, folder, served):
         if not expected:
             continue  # a feed saved without entries (one was cut off by its saver)
         source = f"{folder}|{served}|{path.name}"
-        stored = {normal(title) for name, title in rows if name == source} - {""}
+        stored = {normal(title or "") for name, title in rows if name == source} - {""}  # NULL: no title
         assert stored, f"{path.name} served {served} a charset stored no titles"
         for title in stored:
             checked += 1
