@@ -19,7 +19,6 @@ from pathlib import Path
 from . import __version__
 from .core import logs
 from .core.errors import HistoryMismatchError, LockHeldError, SchemaRefusedError, SettingsError, StorageError
-from .sources.protocols import opml_sources
 
 EXIT_OK, EXIT_FAILED, EXIT_SETTINGS = 0, 1, 2
 DEFAULT_PARAMS = "params.py"  # in the current folder: the project is where the operator stands
@@ -80,7 +79,9 @@ def add_export_opml(commands) -> None:
     cmd = commands.add_parser("export-opml", help="write the feed sources as an OPML 2.0 subscription list",
                               description="Write the project's feed sources (SOURCES and SOURCES_OPML) as "
                                           "OPML 2.0, tags as categories (the first also as a folder); feed "
-                                          "readers and SOURCES_OPML read it.")
+                                          "readers and SOURCES_OPML read it. A disabled source is kept, with "
+                                          "isComment=\"true\"; a source whose page linked to its feed is "
+                                          "written as that feed (xmlUrl), the page as htmlUrl.")
     add_params_argument(cmd)
     cmd.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     cmd.set_defaults(handler=export_opml)
@@ -289,15 +290,20 @@ def control_command(args: argparse.Namespace) -> int:
 
 
 def export_opml(args: argparse.Namespace) -> int:
-    from .sources.opml import write_opml  # imported on first use: a command loads what it runs
+    from .operate.export_opml import opml_text  # imported on first use: a command loads what it runs
     settings = _settings_or_exit(args)
     if settings is None:
         return EXIT_SETTINGS
-    feeds = opml_sources(settings.sources)
-    text = write_opml(feeds, title=f"parser-daemon sources ({settings.params_path.name})")
+    text, feeds = opml_text(settings, time.time())
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"{len(feeds)} feed sources written to {args.output}", file=sys.stderr)
+        marked = []
+        if off := sum(not f.enabled for f in feeds):
+            marked.append(f'{off} disabled, isComment="true"')
+        if found := sum(bool(f.page) for f in feeds):
+            marked.append(f"{found} as the feed found on its page")
+        print(f"{len(feeds)} feed sources written to {args.output}" + (f" ({'; '.join(marked)})" if marked else ""),
+              file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK

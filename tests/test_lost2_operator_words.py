@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from lxml import etree
+
 from tests.conftest import Project
 from tests.feeds import numbered_items, rss
 from tests.server import LoopbackServer
@@ -76,3 +78,37 @@ def test_status_says_state_json_is_damaged_and_what_the_daemon_will_do(server: L
     assert "state.json in STAGING_DIR is DAMAGED in places" in shown
     assert 'feed: failures is "many", not a whole number: reset to 0' in shown
     assert "the next start resets what is damaged (a line each in errors.log) and keeps" in shown
+
+
+# -- export-opml: disabled sources kept, a discovered feed exported --------------------------------------
+def test_export_opml_keeps_disabled_sources_marked_and_writes_the_feed_found_on_a_page(server: LoopbackServer,
+                                                                                       project: Project, tmp_path):
+
+    server.route("/feed.xml", body=rss(numbered_items(1, 2)))
+    server.route("/blog", content_type="text/html; charset=utf-8", body=(
+        b'<!DOCTYPE html><html><head><title>Blog</title><link rel="alternate" type="application/rss+xml" '
+        b'href="/feed.xml"></head><body>Posts</body></html>'))
+    project.write_params(SOURCES=[{"name": "blog", "url": server.url("/blog"), "tags": ["news"]},
+                                  {"name": "paused", "url": "https://paused.example/feed.xml", "enabled": False,
+                                   "tags": ["news"]}])
+    project.run("--once", check=True)
+    assert len(project.rows()) == 2  # the page's feed was found and read
+
+    out = tmp_path / "out.opml"
+    done = project.run("export-opml", "-o", str(out), check=True)
+    outlines = {o.get("text"): o for o in etree.parse(str(out)).iter("outline") if o.get("xmlUrl")}
+    assert outlines["blog"].get("xmlUrl") == server.url("/feed.xml")  # what the daemon polls, not the page
+    assert outlines["blog"].get("htmlUrl") == server.url("/blog")
+    assert outlines["blog"].get("isComment") is None
+    assert outlines["paused"].get("isComment") == "true" and outlines["paused"].get("category") == "news"
+    assert '2 feed sources written to' in done.stderr
+    assert '(1 disabled, isComment="true"; 1 as the feed found on its page)' in done.stderr
+
+    # Read back as another project's SOURCES_OPML: the paused source stays off, the blog is its feed.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "params.py").write_text(f"SOURCES_OPML = {str(out)!r}\n", encoding="utf-8")
+    from parser.settings.params import load_settings
+    back = {s.name: (s.url, s.enabled, s.tags) for s in load_settings(other / "params.py").sources}
+    assert back == {"blog": (server.url("/feed.xml"), True, ("news",)),
+                    "paused": ("https://paused.example/feed.xml", False, ("news",))}

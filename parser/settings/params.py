@@ -544,7 +544,7 @@ def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], probl
             problems.add(where, f"xmlUrl must be an http(s) URL, got {outline.url!r}")
             continue
         name = outline.name
-        source = Source(name=name, url=url, interval=float(v["POLL_INTERVAL"])
+        source = Source(name=name, url=url, enabled=outline.enabled, interval=float(v["POLL_INTERVAL"])
                         if _positive_number(v["POLL_INTERVAL"]) else 600.0, tags=outline.tags,
                         max_items=v["MAX_ITEMS"] if _positive_int(v["MAX_ITEMS"]) else 50,
                         updates=v["UPDATES"] if v["UPDATES"] in UPDATE_MODES else "update",

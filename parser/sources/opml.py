@@ -1,7 +1,8 @@
 """SOURCES_OPML: the outlines of an OPML subscription list (as feed readers export it) become feed
 sources. An outline with an xmlUrl is a feed; the outlines around it (a reader's folders) become
 its tags. Names are the outline's title (or text); parser/settings/params.py makes them unique.
-`export-opml` goes the other way (write_opml): the feed sources as OPML 2.0, read back the same.
+`export-opml` goes the other way (write_opml): the feed sources as OPML 2.0, read back the same; a
+disabled source is an outline with OPML 2.0's `isComment="true"`, read back as disabled.
 
 lxml (already a dependency) reads the file: an OPML list is a flat set of attributes, and lxml
 gives the line numbers that the settings messages point to.
@@ -33,6 +34,18 @@ class Outline:
     url: str
     tags: tuple[str, ...]
     line: int
+    enabled: bool = True  # isComment="true": OPML 2.0's mark of an outline switched off
+
+
+@dataclass(frozen=True)
+class FeedOutline:
+    """A feed source as export-opml writes it: `url` the feed polled (a feed found on the source's page
+    included), `page` the page that `url` was found on, if any (its htmlUrl)."""
+    name: str
+    url: str
+    tags: tuple[str, ...] = ()
+    enabled: bool = True
+    page: str = ""
 
 
 class OpmlError(ValueError):
@@ -73,7 +86,7 @@ def _walk(element, folders: tuple[str, ...], out: list[Outline]) -> None:
             tags = folders + tuple(clean_name(t) for t in attrs.get("category", "").replace("/", ",").split(",")
                                    if t.strip())
             out.append(Outline(name=label or _name_from_url(url), url=url, tags=tuple(dict.fromkeys(tags)),
-                               line=child.sourceline or 0))
+                               line=child.sourceline or 0, enabled=attrs.get("iscomment", "").lower() != "true"))
         _walk(child, folders + ((label,) if label and not url else ()), out)
 
 
@@ -82,10 +95,11 @@ def _name_from_url(url: str) -> str:
     return (parts.netloc + parts.path).rstrip("/") or url
 
 
-def write_opml(sources: Iterable[Any], *, title: str) -> str:
-    """OPML 2.0 for `sources` (anything with name, url, tags): every tag in `category` ("a,b", as the OPML 2.0
-    spec writes tags: comma-separated, no slash), and the first tag also as the folder, for the readers that
-    file feeds in folders; read_outlines gives the same names, addresses and tags back."""
+def write_opml(sources: Iterable[FeedOutline], *, title: str) -> str:
+    """OPML 2.0 for `sources`: every tag in `category` ("a,b", as the OPML 2.0 spec writes tags: comma-separated,
+    no slash), and the first tag also as the folder, for the readers that file feeds in folders; a disabled
+    source with `isComment="true"` (the spec's mark of an outline switched off), a feed found on a page with
+    that page as `htmlUrl`. read_outlines gives the same names, addresses, tags and enabled back."""
     root = etree.Element("opml", version="2.0")
     head = etree.SubElement(root, "head")
     etree.SubElement(head, "title").text = title
@@ -102,6 +116,10 @@ def write_opml(sources: Iterable[Any], *, title: str) -> str:
             parent = folders[folder]
         outline = etree.SubElement(parent, "outline", type="rss", text=source.name, title=source.name,
                                    xmlUrl=source.url)
+        if source.page:
+            outline.set("htmlUrl", source.page)
+        if not source.enabled:
+            outline.set("isComment", "true")
         categories = [tag for tag in tags if "," not in tag and "/" not in tag]  # an OPML folder's title may hold one
         if categories:
             outline.set("category", ",".join(categories))
