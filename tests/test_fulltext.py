@@ -34,9 +34,9 @@ def test_short_entries_get_the_page_text_and_failures_keep_the_summary(server, p
     assert "Paragraph 7 of the story" in content and content.startswith("<")
     assert "track()" not in content and "Copyright footer" not in content
     assert rows["Short"]["summary"] == "Teaser."
-    assert rows["Long"]["content"] == "" and "/articles/2" not in server.hits
-    assert rows["Missing"]["content"] == "" and rows["Missing"]["summary"] == "Gone page."
-    assert rows["Slow"]["content"] == ""
+    assert rows["Long"]["content"] is None and "/articles/2" not in server.hits
+    assert rows["Missing"]["content"] is None and rows["Missing"]["summary"] == "Gone page."
+    assert rows["Slow"]["content"] is None
     errors = project.log("errors.log")
     assert "full text of http://127.0.0.1" in errors and "HTTP 404" in errors and "kept the summary" in errors
     assert "deadline" in errors or "timed out" in errors
@@ -57,4 +57,4 @@ def test_full_text_is_off_unless_asked(server, project):
     server.route("/articles/1", body=ARTICLE, content_type="text/html")
     project.write_params(SOURCES=[{"name": "plain", "url": server.url("/feed.xml")}])
     project.run("--once", check=True)
-    assert project.rows()[0]["content"] == "" and "/articles/1" not in server.hits
+    assert project.rows()[0]["content"] is None and "/articles/1" not in server.hits

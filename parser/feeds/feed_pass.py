@@ -269,8 +269,11 @@ class FeedPass:
         parsed = outcome.parsed
         source = outcome.source
         records, keys, outcome.blocked = source.entry_filter.split(parsed.records, parsed.keys)
+        # The digests of what is kept and of the entries left unread, not of the blocked ones: those are
+        # never hashed, so they must not be known either (a changed rule lets them in).
+        digests = {key: parsed.digests[key] for key in (*(keys or ()), *parsed.known) if key in parsed.digests}
         return Batch(records, self._feed_links(source, outcome), keys, len(parsed.known),
-                     digests=parsed.digests or None, previous=self.known.get(source.name),
+                     digests=digests or None, previous=self.known.get(source.name),
                      updates=source.updates != "ignore" and self.known.path is not None)
 
     def _say(self, lines: list[tuple[bool, str]]) -> None:
