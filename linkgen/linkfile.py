@@ -8,6 +8,10 @@ Two append-only text files in the job's folder under STAGING_DIR:
   after a backoff), refused (429/503 with Retry-After: asked again as soon as the host's hold ends,
   which the job keeps in its state.json), dead (failed or refused MAX_ATTEMPTS times: final), reopen
   (pending again). Lines without the line number (written by earlier versions) are matched by URL.
+  A `done` line goes on with what a revisit needs: `etag <tab> last-modified <tab> digest <tab> wait
+  <tab> misses` (the response's validators, a digest of the object's fields, the multiple of `refresh`
+  the next visit waits: 1, 2, 4 or 8, and 1 after a 404/410 at the last visit). Readers of 0.5 take
+  the first six fields and leave the rest; lines without them are read as wait 1, nothing known.
 A link with no status line is pending. Appends are whole lines followed by fsync, and one that fails
 half-way (a full disk) is taken back (parser/core/durable.py); a line torn by a crash is cut at start. A
 status is written only after the record it covers is staged, so a kill loses at most the status of
@@ -22,11 +26,19 @@ a cursor that only moves forward, plus the few links tried before and pending ag
 kept. A map from URL to line is built only for what must look links up by URL (a harvest's links,
 an open template range), and a template's links are checked against the file by walking the file's
 template lines alongside the template, in the order both have.
+
+With a job's `refresh`, a done link is due again `refresh` times its wait after its last visit (Revisits):
+per link, its due time (4 bytes), its wait and misses (1 byte) and where its last status line starts (8
+bytes: the URL and validators are read from there when it is due, never held); and one queue a wait
+(1, 2, 4, 8 times `refresh`) of (due time, line), in the order of the visits, so the links due now are
+taken from the queues' heads without a look at the others.
 """
 from __future__ import annotations
 
 import heapq
+import os
 import time
+from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -43,6 +55,7 @@ FINAL = ("done", "gone", "dead")
 STATUSES = ("pending", "done", "gone", "dead", "retry", "refused")  # the code of each is its position
 _CODE = {name: code for code, name in enumerate(STATUSES)}
 PENDING, DONE, RETRY, REFUSED = _CODE["pending"], _CODE["done"], _CODE["retry"], _CODE["refused"]
+MAX_WAIT_SHIFT = 3          # an unchanged object waits twice as long at each visit, up to 2**3 = 8 times refresh
 TEMPLATE_WINDOW = 100_000   # a template's links already given, kept to drop a link the template repeats
 READ_BLOCK = 1 << 20
 
@@ -72,13 +85,35 @@ class Link:
 @dataclass(frozen=True)
 class Mark:
     url: str
-    status: str   # done, gone, failed (becomes retry or dead), refused (becomes refused or dead), reopen
+    # done, gone, failed (becomes retry or dead), refused (becomes refused or dead), reopen; and at a
+    # revisit of a done link: revisited (changed: waits `refresh` again), same (unchanged: waits twice as
+    # long), missed (404/410: gone at the second in a row), kept (failed otherwise: done still, asked again
+    # after its wait).
+    status: str
     detail: str = ""
     index: int | None = None  # the link's line number, when the caller knows it (else found by URL)
+    etag: str = ""            # done, same, missed, kept: the validators and digest the next visit uses
+    modified: str = ""
+    digest: str = ""
+
+
+@dataclass(frozen=True)
+class Revisit:
+    """What a done link's last status line keeps for its next visit."""
+    etag: str
+    modified: str
+    digest: str
+    wait: int     # the multiple of refresh it waited: 1, 2, 4 or 8
+    missed: bool  # a 404/410 at the last visit: one more is gone
+
+
+REVISIT_STATUSES = ("revisited", "same", "missed", "kept")
 
 
 class LinkFile:
-    def __init__(self, folder: Path, job: str, *, clock: Callable[[], float] = time.time, read_only: bool = False):
+    def __init__(self, folder: Path, job: str, *, clock: Callable[[], float] = time.time, read_only: bool = False,
+                 refresh: float | None = None):
+        """refresh: seconds after which a done link is due again (None: never)."""
         self.folder = folder
         self.job = job
         self.clock = clock
@@ -100,6 +135,8 @@ class LinkFile:
         self._index: dict[str, int] | None = None  # URL -> line, built on first need
         self._links: AppendFile | None = None
         self._statuses: AppendFile | None = None
+        self.revisits = Revisits(refresh) if refresh else None
+        self._reader: int | None = None          # a read-only descriptor of links.status (revisits)
         if not read_only:
             folder.mkdir(parents=True, exist_ok=True)
         self._load()
@@ -120,8 +157,10 @@ class LinkFile:
         self._attempts = bytearray(self._count)
         self._counts["pending"] = self._count
         seen = bytearray(self._count)  # has a status line with its line number
-        legacy: dict[str, tuple[str, int, float]] = {}
-        for line in iter_lines(self.status_path, whole_lines_end(self.status_path, repair=repair)):
+        legacy: dict[str, tuple[str, int, float, int, tuple[int, int]]] = {}
+        if self.revisits is not None:
+            self.revisits.grow(self._count)
+        for offset, line in iter_lines_at(self.status_path, whole_lines_end(self.status_path, repair=repair)):
             parts = line.split("\t")
             if len(parts) < 4:
                 continue
@@ -138,13 +177,17 @@ class LinkFile:
                 if index < self._count:
                     self._set(index, status, tries, at, url)
                     seen[index] = 1
+                    if self.revisits is not None:
+                        self.revisits.visited(index, status, at, offset, _wait(parts))
             else:
-                legacy[url] = (status, tries, at)
+                legacy[url] = (status, tries, at, offset, _wait(parts))
         if legacy:  # status lines of an earlier version: matched by URL, in one more pass over links.txt
             for index, url in self._stream(0, 0):
                 state = legacy.get(url)
                 if state is not None and not seen[index]:
                     self._set(index, state[0], state[1], state[2], url)
+                    if self.revisits is not None:
+                        self.revisits.visited(index, state[0], state[2], state[3], state[4])
         first = self._status.find(PENDING)
         self._cursor = (self._count if first < 0 else first, None)
 
@@ -170,6 +213,9 @@ class LinkFile:
         for file in (self._links, self._statuses):
             if file is not None:
                 file.close()
+        if self._reader is not None:
+            os.close(self._reader)
+            self._reader = None
 
     # -- reading links.txt as a stream --------------------------------------------------------------
     def _stream(self, index: int, offset: int | None) -> Iterator[tuple[int, str]]:
@@ -314,6 +360,8 @@ class LinkFile:
         self._status.extend(bytes(len(new)))
         self._attempts.extend(bytes(len(new)))
         self._counts["pending"] += len(new)
+        if self.revisits is not None:
+            self.revisits.grow(self._count)
 
     # -- pass 2 -----------------------------------------------------------------------------------
     def index_of(self, url: str) -> int | None:
@@ -338,8 +386,10 @@ class LinkFile:
                                        or self._retry_at.get(i, 0.0) <= now}}.items())
         for index, url in again:
             code = self._status[index]
-            if code == PENDING or code == REFUSED or code == RETRY:
+            if code == PENDING or code == REFUSED or code == RETRY or index in self._out:  # a revisit's: DONE
                 yield index, url
+        if self.revisits is not None:
+            yield from self._due(now, hand_out)
         index, offset = self._cursor
         status, again, out = self._status, self._again, self._out
         for number, raw, end in self._stream_raw(index, offset):
@@ -358,7 +408,43 @@ class LinkFile:
 
     def has_pending(self) -> bool:
         """Links to fetch now, retries not due yet aside."""
-        return self._counts["pending"] > 0 or self._counts["refused"] > 0
+        return self._counts["pending"] > 0 or self._counts["refused"] > 0 \
+            or (self.revisits is not None and self.revisits.any_due(self.clock()))
+
+    def _due(self, now: float, hand_out: bool) -> Iterator[tuple[int, str]]:
+        """The done links due for a revisit now, oldest first; with hand_out, taken off their queues and
+        remembered until marked."""
+        revisits = self.revisits
+        for index in (revisits.take(now) if hand_out else revisits.peek(now)):
+            if self._status[index] != DONE or index in self._out:
+                continue
+            url = self._status_fields(index)[3] if revisits.line_at[index] else ""
+            if not url:
+                continue
+            if hand_out:
+                self._out[index] = url
+            yield index, url
+
+    def revisit(self, index: int) -> Revisit | None:
+        """A done link's validators, digest and wait, read from its last status line; None for a link
+        that is not done (its first fetch), or when the job has no refresh."""
+        if self.revisits is None or index >= self._count or self._status[index] != DONE \
+                or not self.revisits.line_at[index]:
+            return None
+        parts = self._status_fields(index)
+        flags = self.revisits.flags[index]
+        return Revisit(etag=_part(parts, 6), modified=_part(parts, 7), digest=_part(parts, 8),
+                       wait=1 << (flags & 3), missed=bool(flags & MISSED))
+
+    def _status_fields(self, index: int) -> list[str]:
+        """The fields of link `index`'s last status line, read from the file where it starts."""
+        if self._reader is None:
+            self._reader = os.open(self.status_path, os.O_RDONLY)
+        offset = self.revisits.line_at[index]
+        block = os.pread(self._reader, 4096, offset)
+        while b"\n" not in block and len(block) % 4096 == 0 and block:  # a very long line (a long URL)
+            block += os.pread(self._reader, 65536, offset + len(block))
+        return block.split(b"\n", 1)[0].decode("utf-8", "replace").split("\t")
 
     def next_retry(self) -> float | None:
         heap = self._retry_heap
@@ -370,30 +456,152 @@ class LinkFile:
         """Record what happened to links (one write, one fsync); return each with its new state."""
         now = self.clock()
         stamp = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        lines, out = [], []
+        lines, out, visited = [], [], []
         for m in marks:
             index = m.index if m.index is not None and m.index < self._count else self.index_of(m.url)
             if index is None:
                 continue
+            revisit = m.status in REVISIT_STATUSES
             attempts = self._attempts[index]
-            status = m.status
-            if status in ("done", "gone", "failed", "refused"):
+            status, wait = m.status, ""
+            if status in ("done", "gone", "failed", "refused") and not revisit:
                 attempts += 1
             if status in ("failed", "refused"):
                 status = "dead" if attempts >= MAX_ATTEMPTS else "retry" if status == "failed" else "refused"
             if status == "reopen":
                 attempts = 0
-            lines.append(f"{stamp}\t{status}\t{attempts}\t{m.url}\t{_one_line(m.detail)}\t{index}\n")
+            if status == "done" or status in REVISIT_STATUSES:
+                shift, missed = self._next_wait(index, status)
+                status = "gone" if missed > 1 else "done"
+                wait = f"\t{_one_line(m.etag)}\t{_one_line(m.modified)}\t{m.digest}\t{1 << shift}\t{missed}"
+            lines.append(f"{stamp}\t{status}\t{attempts}\t{m.url}\t{_one_line(m.detail)}\t{index}{wait}\n")
             self._set(index, status, attempts, float(int(now)), m.url)
             self._out.pop(index, None)
+            visited.append((index, status, lines[-1]))
             out.append((m, LinkState(status, attempts, float(int(now)))))
         if lines and not self.read_only:
+            start = self._statuses.size()
             append_lines(self._statuses, "".join(lines))
+            if self.revisits is not None:
+                for index, status, line in visited:
+                    self.revisits.visited(index, status, float(int(now)), start, _wait(line.rstrip("\n").split("\t")))
+                    start += len(line.encode("utf-8"))
+        elif self.revisits is not None:  # read-only: nothing on disk to read a revisit from; not asked again
+            for index, _status, _line in visited:
+                self.revisits.forget(index)
         return out
+
+    def _next_wait(self, index: int, status: str) -> tuple[int, int]:
+        """(log2 of the wait, misses in a row) after a visit of link `index` ended in `status`."""
+        flags = self.revisits.flags[index] if self.revisits is not None else 0
+        shift, missed = flags & 3, (flags & MISSED) >> 2
+        if status in ("done", "revisited"):  # fetched for the first time, or changed since the last visit
+            return 0, 0
+        if status == "same":
+            return min(shift + 1, MAX_WAIT_SHIFT), 0
+        if status == "missed":
+            return shift, missed + 1
+        return shift, missed  # kept: a failure tells neither
 
     def counts(self) -> Counter:
         """How many links are in each status ('pending' for those without one)."""
         return Counter(self._counts)
+
+
+MISSED = 4  # Revisits.flags: bit 2, a 404/410 at the last visit; bits 0-1: log2 of the wait
+
+
+class Revisits:
+    """When each done link is due again: `refresh` times its wait after its last visit. Per link a due time
+    (epoch seconds, 0: none), flags (wait, missed) and the offset of its last status line; a FIFO queue per
+    wait of (due, line), appended in visit order, so each queue's head is its earliest. An entry whose
+    link was visited again since (its due time differs) is dropped when it reaches the head."""
+
+    def __init__(self, refresh: float):
+        self.refresh = refresh
+        self.due = array("I")
+        self.flags = bytearray()
+        self.line_at = array("Q")
+        self._queues = [(array("I"), array("I"), [0]) for _ in range(MAX_WAIT_SHIFT + 1)]  # dues, lines, head
+
+    def grow(self, count: int) -> None:
+        more = count - len(self.due)
+        if more > 0:
+            self.due.frombytes(bytes(self.due.itemsize * more))
+            self.flags.extend(bytes(more))
+            self.line_at.frombytes(bytes(self.line_at.itemsize * more))
+
+    def visited(self, index: int, status: str, at: float, offset: int, wait: tuple[int, int]) -> None:
+        """Link `index` got a status line at byte `offset`, time `at`: a done one is due again after its wait
+        (after a 404/410, after `refresh`: the next visit tells), any other is not revisited."""
+        if status != "done":
+            self.forget(index)
+            return
+        shift, missed = wait
+        queue = 0 if missed else shift
+        due = min(int(at + self.refresh * (1 << queue)) + 1, 0xFFFFFFFF)
+        self.due[index], self.flags[index], self.line_at[index] = due, shift | (MISSED if missed else 0), offset
+        dues, lines, _head = self._queues[queue]
+        dues.append(due)
+        lines.append(index)
+
+    def forget(self, index: int) -> None:
+        self.due[index] = 0
+        self.line_at[index] = 0
+        self.flags[index] = 0
+
+    def take(self, now: float) -> Iterator[int]:
+        """The lines due by `now`, each taken off its queue as it is given, the earliest first."""
+        while True:
+            best, earliest = None, now
+            for queue in self._queues:
+                due = self._head(queue)
+                if due is not None and due <= earliest:
+                    best, earliest = queue, due
+            if best is None:
+                return
+            dues, lines, head = best
+            index = lines[head[0]]
+            head[0] += 1
+            if head[0] > 65536 and head[0] * 2 > len(dues):  # let the queue's taken part go
+                del dues[:head[0]], lines[:head[0]]
+                head[0] = 0
+            yield index
+
+    def _head(self, queue: tuple[array, array, list[int]]) -> int | None:
+        """The due time of the queue's first entry still standing (those replaced since are dropped)."""
+        dues, lines, head = queue
+        while head[0] < len(dues) and self.due[lines[head[0]]] != dues[head[0]]:
+            head[0] += 1  # visited again since: its later entry is in a queue too
+        return dues[head[0]] if head[0] < len(dues) else None
+
+    def peek(self, now: float) -> Iterator[int]:
+        """The lines due by `now`, left on their queues."""
+        for dues, lines, head in self._queues:
+            for k in range(head[0], len(dues)):
+                if dues[k] > now:
+                    break
+                if self.due[lines[k]] == dues[k]:
+                    yield lines[k]
+
+    def any_due(self, now: float) -> bool:
+        return next(iter(self.peek(now)), None) is not None
+
+    def next_due(self) -> float | None:
+        """The earliest time a link is due again (a queue head may be an entry since replaced: early, not late)."""
+        heads = [due for due in map(self._head, self._queues) if due is not None]
+        return float(min(heads)) if heads else None
+
+
+def _wait(parts: list[str]) -> tuple[int, int]:
+    """(log2 of the wait, misses) of a status line's fields; (0, 0) for a line of an earlier version."""
+    wait, missed = _part(parts, 9), _part(parts, 10)
+    shift = {"1": 0, "2": 1, "4": 2, "8": 3}.get(wait, 0)
+    return shift, int(missed) if missed.isdigit() else 0
+
+
+def _part(parts: list[str], k: int) -> str:
+    return parts[k] if len(parts) > k else ""
 
 
 def whole_lines_end(path: Path, *, repair: bool = True) -> int:
@@ -425,17 +633,24 @@ def count_lines(path: Path, end: int) -> int:
 
 def iter_lines(path: Path, end: int) -> Iterator[str]:
     """The file's whole lines up to byte `end`, without comments, as a stream."""
+    for _offset, line in iter_lines_at(path, end):
+        yield line
+
+
+def iter_lines_at(path: Path, end: int) -> Iterator[tuple[int, str]]:
+    """(byte offset where it starts, line) of the file's whole lines up to byte `end`, without comments."""
     if end == 0:
         return
     with open(path, "rb") as f:
         position = 0
         for raw in f:
+            start = position
             position += len(raw)
             if position > end:
                 break
             if raw.startswith(b"#") or raw == b"\n":  # comments; a blank line is no status either
                 continue
-            yield raw.rstrip(b"\n").decode("utf-8", "replace")
+            yield start, raw.rstrip(b"\n").decode("utf-8", "replace")
 
 
 def read_lines(path: Path, *, repair: bool = True) -> list[str]:

@@ -93,8 +93,10 @@ class Robots:
 
 
 def polite_get(url: str, *, fetcher: Fetcher, pacer: HostSlots, delay: float,
-               robots: Robots | None = None, may_follow: Callable[[str], bool] | None = None) -> FetchResult:
-    """Fetch a page after robots.txt allows it and the host's pause has passed. Raises FetchError:
+               robots: Robots | None = None, may_follow: Callable[[str], bool] | None = None,
+               etag: str | None = None, last_modified: str | None = None) -> FetchResult:
+    """Fetch a page after robots.txt allows it and the host's pause has passed; conditionally (a 304
+    when unchanged) with `etag`/`last_modified` from an earlier visit. Raises FetchError:
     HostHeldError when the host is held (nothing was sent), with retry_after set when this request
     was refused with Retry-After (the host is then held)."""
     pacer.reserve(url, 0)  # a held host: not even its robots.txt
@@ -105,4 +107,5 @@ def polite_get(url: str, *, fetcher: Fetcher, pacer: HostSlots, delay: float,
             raise FetchError(refused, permanent=refused.startswith("disallowed"))
         delay = max(delay, robots.crawl_delay(url))
     pacer.wait(url, delay)
-    return fetcher.get(url, accept=HTML_ACCEPT, may_follow=may_follow, gate=pacer)
+    return fetcher.get(url, accept=HTML_ACCEPT, may_follow=may_follow, gate=pacer, etag=etag or None,
+                       last_modified=last_modified or None)

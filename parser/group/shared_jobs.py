@@ -147,6 +147,10 @@ class SharedLinkFile:
             self._extended = time.monotonic()
         return out
 
+    def revisit(self, index: int) -> None:
+        """A job's `refresh` is not kept in the group's link table yet: no link is fetched again."""
+        return None
+
     def counts(self) -> Counter:
         """The group's counts, kept up to date with this daemon's marks between two reads. A read
         costs a scan of the job's links, so reads are spaced by 50 times what the last one took

@@ -24,6 +24,7 @@ from ..pipeline.staging import read_rows
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from ..sources.state import SLACK
+from .job_sink import JobSink
 
 log = logging.getLogger("parser")
 
@@ -42,8 +43,13 @@ class JobFiles:
         self.dry_run = dry_run
         # --dry-run: the files read as they are, every change kept in memory, the records printed.
         self.links = self._open_links(settings, clock)
+        self.updates = job.updates or settings.updates  # the job's own `updates`, else UPDATES
         self.sink = open_sink(settings, table=job.name, columns=job.columns, unique_fields=job.unique_fields,
-                              staging_dir=self.folder, dry_run=dry_run, out=out)
+                              staging_dir=self.folder, dry_run=True, out=out) if dry_run else \
+            JobSink(table=job.name, columns=job.columns, unique_fields=job.unique_fields, staging_dir=self.folder,
+                    csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
+                    setting=f"unique_fields of job {job.name!r} (LINK_JOBS)", unique_window=settings.unique_window,
+                    updates=self.updates, kinds=job.kinds)
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
@@ -62,7 +68,7 @@ class JobFiles:
 
     def _open_links(self, settings: Settings, clock: Callable[[], float]) -> LinkFile:
         """The job's link file (SHARED = True: the group's links, parser/group/shared_jobs.py)."""
-        return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run)
+        return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run, refresh=self.job.refresh)
 
     def _load_state(self) -> dict:
         return read_object(self.state_path) or {}

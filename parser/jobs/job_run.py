@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from linkgen.frontier import HostFrontier
+from linkgen.linkfile import Revisit
 
 from ..core.record import ObjectRecord
 
@@ -26,6 +27,13 @@ class ObjectOutcome:
     held: bool = False  # not sent: its host is held (Retry-After); still pending, no attempt spent
     refused: bool = False  # 429/503 with Retry-After: one attempt, asked again when the hold ends
     unmatched: bool = False  # a page where no field matched: a miss, asked again like a 5xx
+    revisit: Revisit | None = None  # a done link fetched again (`refresh`): what its last visit kept
+    same: bool = False  # a revisit found it unchanged (304, or the same fields): not staged
+    missed: bool = False  # a revisit was answered 404/410
+    etag: str = ""  # the response's validators and the fields' digest, kept with the link
+    modified: str = ""
+    digest: str = ""
+    warnings: list[str] = field(default_factory=list)  # typed fields whose text did not convert
 
 
 @dataclass(eq=False)

@@ -3,9 +3,17 @@ once as a work item of the scheduler, its fields extracted, one record per objec
 job's sink, then the link marked. Links are read lazily from the file (at most CONCURRENCY of a job's
 objects wait for a worker), also while a harvest appends to it; a held host's links wait apart
 (linkgen.frontier.HostFrontier) until the hold ends.
+
+With the job's `refresh`, a done link due again (linkgen/linkfile.py) is fetched with its ETag and
+Last-Modified: a 304, or a page whose fields have the digest of the last visit, is unchanged (it waits
+twice as long next time, up to 8 times); a changed one is staged as an update of its row (the flush
+changes the row and sets `changed`, db/upsert.py) and waits `refresh` again; a 404/410 at two visits in a
+row marks its row gone (parser/jobs/job_sink.py); any other failure leaves it done, asked after its wait.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections import Counter
@@ -14,10 +22,11 @@ from functools import partial
 from lxml.html import HtmlElement
 
 from linkgen.harvest import in_domains
-from linkgen.linkfile import MAX_ATTEMPTS, Mark
+from linkgen.linkfile import MAX_ATTEMPTS, Mark, Revisit
 from linkgen.politeness import HostHeldError, Robots, polite_get
 
 from ..adapters.extract import extract_fields
+from ..adapters.field_types import typed_values
 from ..core import logs
 from ..core.errors import FetchError, ParseError
 from ..core.record import now_iso
@@ -25,27 +34,40 @@ from ..fetch.host_slots import HostSlots
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.pages import parse_html
 from ..fetch.scheduler import Work
+from ..pipeline.sink import Batch
 from ..settings.link_jobs import LinkJob
 from .job_context import JobContext, url_of
 from .job_files import JobFiles
 from .job_run import JobRun, ObjectOutcome
+from .job_sink import JobSink
 from .pass1 import Pass1
 
 log = logging.getLogger("parser")
 REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
 PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
 SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
+REVISITED = ("revisited", "same", "missed", "kept")  # the marks of a done link fetched again
 
 
-def fetch_page(job: LinkJob, url: str, *, fetcher: Fetcher, pacer: HostSlots,
-               robots: Robots) -> tuple[FetchResult, HtmlElement]:
+def fetch_page(job: LinkJob, url: str, *, fetcher: Fetcher, pacer: HostSlots, robots: Robots,
+               revisit: Revisit | None = None) -> tuple[FetchResult, HtmlElement | None]:
     """One object page of `job` as pass 2 asks for it (and `try JOB URL`): the job's delay for its host, a
-    harvest's robots.txt and allowed domains for redirects; its document tree. FetchError (HostHeldError:
-    nothing sent, the host is held), ParseError when it is no HTML page."""
+    harvest's robots.txt and allowed domains for redirects; its document tree, None for a 304 (a `revisit`
+    asks conditionally). FetchError (HostHeldError: nothing sent, the host is held), ParseError when it
+    is no HTML page."""
     harvest = job.harvest
     response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=job.delay, robots=robots if harvest else None,
-                          may_follow=(lambda target: in_domains(target, harvest.allowed_domains)) if harvest else None)
+                          may_follow=(lambda target: in_domains(target, harvest.allowed_domains)) if harvest else None,
+                          etag=revisit.etag if revisit else None, last_modified=revisit.modified if revisit else None)
+    if response.not_modified:
+        return response, None
     return response, parse_html(response.body, content_type=response.headers.get("content-type", ""))
+
+
+def fields_digest(values: dict[str, str]) -> str:
+    """What a revisit compares to tell a changed object from an unchanged one: its fields, not its page
+    (an advert or a clock on the page is no change of the object)."""
+    return hashlib.blake2b(json.dumps(values, sort_keys=True, ensure_ascii=False).encode(), digest_size=8).hexdigest()
 
 
 class Pass2:
@@ -72,10 +94,11 @@ class Pass2:
             index, url = item
             if not run.started:
                 run.started = run.said_at = time.monotonic()
+            revisit = files.links.revisit(index)  # read here: a worker touches no file
             self.ctx.scheduler.add(Work(url=url, owner=run.objects,
-                                        run=partial(self.fetch_object, files, index, url),
+                                        run=partial(self.fetch_object, files, index, url, revisit),
                                         absorb=partial(self._object_done, run),
-                                        failed=partial(self._object_crashed, run, index, url)))
+                                        failed=partial(self._object_crashed, run, index, url, revisit)))
             run.handed += 1
             room -= 1
             if most is not None and run.handed == most and self._next_link(files, run) is not None:
@@ -116,9 +139,10 @@ class Pass2:
             if fresh:
                 return None
 
-    def _object_crashed(self, run: JobRun, index: int, url: str, exc: BaseException) -> None:
+    def _object_crashed(self, run: JobRun, index: int, url: str, revisit: Revisit | None,
+                        exc: BaseException) -> None:
         log.error("internal error fetching %s: %r", url, exc)  # a bug in a worker fails that link only
-        run.ready.append(ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}"))
+        run.ready.append(ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}", revisit=revisit))
 
     def _object_done(self, run: JobRun, outcome: ObjectOutcome) -> None:
         """Main thread: an object back from its worker; staged with the others of this turn."""
@@ -178,75 +202,104 @@ class Pass2:
         fields = logs.fields(job=job.name, fetched=tried, new=tally["new"], duplicates=tally["duplicates"],
                              gone=tally["gone"], retry=tally["retry"], given_up=tally["dead"],
                              refused=tally["refused"], unmatched=tally["unmatched"], pending=counts["pending"],
-                             empty_fields=dict(run.empty), seconds=round(seconds, 3))
-        log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s; "
-                 "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
-                 tally["gone"], tally["retry"], tally["dead"],
-                 (f", {tally['refused']} refused with Retry-After" if tally["refused"] else "")
-                 + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""),
-                 empties or "none", counts["pending"], seconds, extra=fields)
+                             empty_fields=dict(run.empty), seconds=round(seconds, 3), revisited=tally["revisited"],
+                             changed=tally["changed"], unchanged=tally["unchanged"], gone_rows=tally["gone_rows"])
+        revisited = (f"; revisited {tally['revisited']}: {tally['changed']} changed, {tally['unchanged']} unchanged, "
+                     f"{tally['gone_rows']} rows gone, {tally['kept']} failed") if tally["revisited"] else ""
+        if revisited and not tried:  # only done links fetched again (`refresh`): what became of them
+            log.info("%s  pass 2: %s; %d pending  %.2f s", job.name, revisited[2:], counts["pending"], seconds,
+                     extra=fields)
+        else:
+            log.info("%s  pass 2: %d fetched: %d new, %d duplicates, %d gone (404/410), %d to retry, %d given up%s%s; "
+                     "empty fields: %s; %d pending  %.2f s", job.name, tried, tally["new"], tally["duplicates"],
+                     tally["gone"], tally["retry"], tally["dead"],
+                     (f", {tally['refused']} refused with Retry-After" if tally["refused"] else "")
+                     + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""), revisited,
+                     empties or "none", counts["pending"], seconds, extra=fields)
         failed = tried - tally["done"]
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                             + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()
         run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
-    def fetch_object(self, files: JobFiles, index: int, url: str) -> ObjectOutcome:
-        """Worker thread: fetch one object page (line `index` of the link file) and extract its fields.
-        Touches no file."""
+    def fetch_object(self, files: JobFiles, index: int, url: str, revisit: Revisit | None = None) -> ObjectOutcome:
+        """Worker thread: fetch one object page (line `index` of the link file; a `revisit` of a done one
+        asks conditionally) and extract its fields. Touches no file."""
         try:
-            _response, doc = fetch_page(files.job, url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer,
-                                        robots=self.ctx.robots)
+            response, doc = fetch_page(files.job, url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer,
+                                       robots=self.ctx.robots, revisit=revisit)
         except HostHeldError:
-            return ObjectOutcome(url=url, index=index, held=True)
+            return ObjectOutcome(url=url, index=index, held=True, revisit=revisit)
         except FetchError as exc:
             refused = exc.retry_after is not None
             return ObjectOutcome(url=url, index=index, error=str(exc), final=exc.permanent, refused=refused,
-                                 abandoned=self.ctx.stop.is_set() and not refused)
+                                 abandoned=self.ctx.stop.is_set() and not refused, revisit=revisit,
+                                 missed=revisit is not None and exc.status in (404, 410))
         except ParseError as exc:
-            return ObjectOutcome(url=url, index=index, error=str(exc))
+            return ObjectOutcome(url=url, index=index, error=str(exc), revisit=revisit)
+        if doc is None:  # 304: unchanged since the last visit
+            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True,
+                                 etag=response.etag or revisit.etag,
+                                 modified=response.last_modified or revisit.modified, digest=revisit.digest)
         extracted = extract_fields(doc, files.selectors, files.blank)
         if not extracted.matched:
             # A 200 that is not the object (maintenance, "not found" in a page frame): stored, it would
             # mark the link done for good; a miss is asked again, and ends an open range.
-            return ObjectOutcome(url=url, index=index, unmatched=True,
+            return ObjectOutcome(url=url, index=index, unmatched=True, revisit=revisit,
                                  error=f"no field matched ({', '.join(files.selectors)}): looks like an error or "
                                        "maintenance page, not stored (if every page says so, check the job's "
                                        "fields)")
-        record = {"url": url, "fetched": now_iso(self.ctx.clock), **extracted.values}
-        return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty)
+        values, warnings = typed_values(files.job.types, extracted.values)
+        digest = fields_digest(values)
+        validators = {"etag": response.etag or "", "modified": response.last_modified or "", "digest": digest}
+        if revisit is not None and revisit.digest == digest:
+            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True, **validators)
+        record = {"url": url, "fetched": now_iso(self.ctx.clock), **values}
+        return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty, revisit=revisit,
+                             warnings=warnings, **validators)
 
     def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter,
                 empty: Counter) -> list[tuple[int, str]]:
-        """Main thread: stage the records (durably), then mark their links; log the failures. Return the
-        refused links (line, URL) that may be asked again (after their host's hold)."""
+        """Main thread: stage the records (durably; a revisit's as an update of its row), then mark their
+        links; log the failures. Return the refused links (line, URL) that may be asked again (after their
+        host's hold)."""
         ready = [o for o in ready if not o.abandoned]
         if not ready:
             return []
-        staged = files.sink.stage([o.record for o in ready if o.record is not None])
-        files.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
-        tally["new"] += len(staged.new)
-        tally["duplicates"] += staged.duplicates
+        first = [o.record for o in ready if o.record is not None and o.revisit is None]
+        again = [o.record for o in ready if o.record is not None and o.revisit is not None]
+        fresh, updated = files.sink.stage_many([Batch(first), Batch(again, updates=files.updates != "ignore")])
+        files.sink.show(fresh.new + updated.new + updated.updates)  # --dry-run prints them; a Sink has staged them
+        tally["new"] += len(fresh.new) + len(updated.new)
+        tally["duplicates"] += fresh.duplicates
         marks = []
         for outcome in ready:
+            for warning in outcome.warnings:  # a typed field's text that did not convert: stored as NULL
+                logs.error_line(files.job.name, outcome.url, warning)
+            if outcome.revisit is not None:
+                marks.append(self._revisit_mark(files, outcome, tally))
+                continue
             tally["unmatched"] += outcome.unmatched
             if outcome.record is not None:
-                marks.append(Mark(outcome.url, "done", index=outcome.index))
+                marks.append(Mark(outcome.url, "done", index=outcome.index, etag=outcome.etag,
+                                  modified=outcome.modified, digest=outcome.digest))
                 empty.update(outcome.empty)
             elif outcome.refused:
                 marks.append(Mark(outcome.url, "refused", outcome.error or "", outcome.index))
             else:
                 marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
                                   outcome.index))
-        again = []
+        again_links = []
         for mark, link_state in files.links.mark(marks):
+            if mark.status in REVISITED:
+                continue
             tally[link_state.status] += 1
             if mark.status == "done":
                 continue
             if mark.status == "refused":
                 self.ctx.refusal(files, mark.url, mark.detail, link_state.attempts, link_state.status)
                 if link_state.status == "refused":
-                    again.append((mark.index, mark.url))
+                    again_links.append((mark.index, mark.url))
                 continue
             if link_state.status == "gone":
                 then = "not asked again"
@@ -255,5 +308,32 @@ class Pass2:
             else:
                 then = f"given up after {link_state.attempts} attempts"
             self.ctx.error(files, mark.url, mark.detail, then)
-        return again
+        return again_links
 
+    def _revisit_mark(self, files: JobFiles, outcome: ObjectOutcome, tally: Counter) -> Mark:
+        """The mark of a done link fetched again: changed (staged), unchanged, missed (404/410; the second in a
+        row marks its row gone, noted for the flush before the link says so), or kept (any other failure)."""
+        revisit, url, index = outcome.revisit, outcome.url, outcome.index
+        tally["revisited"] += 1
+        if outcome.record is not None:
+            tally["changed"] += 1
+            return Mark(url, "revisited", index=index, etag=outcome.etag, modified=outcome.modified,
+                        digest=outcome.digest)
+        if outcome.same:
+            tally["unchanged"] += 1
+            return Mark(url, "same", "unchanged", index, outcome.etag, outcome.modified, outcome.digest)
+        kept = dict(etag=revisit.etag, modified=revisit.modified, digest=revisit.digest)
+        if outcome.missed:
+            if revisit.missed:
+                tally["gone_rows"] += 1
+                if isinstance(files.sink, JobSink):
+                    files.sink.gone(url, self.ctx.clock())
+                self.ctx.error(files, url, outcome.error or "gone", "gone at two visits in a row: its row is "
+                                                                    "marked gone (kept, not deleted)")
+            else:
+                self.ctx.error(files, url, outcome.error or "gone", "asked once more before its row is marked gone")
+            return Mark(url, "missed", outcome.error or "", index, **kept)
+        tally["kept"] += 1
+        self.ctx.error(files, url, outcome.error or "failed",
+                       "its row is kept as stored; asked again at its next visit")
+        return Mark(url, "kept", outcome.error or "", index, **kept)

@@ -74,6 +74,9 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = ctx.clock()
         for job in self.jobs:
+            if job.refresh and ctx.shared:
+                log.warning("%s  refresh is not applied with SHARED = True (the group's link table keeps no "
+                            "revisit times yet): each object is fetched once", job.name)
             files = self.open_files(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
             recovered = files.recover_staged()
             if recovered:

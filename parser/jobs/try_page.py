@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from linkgen.politeness import Robots
 
 from ..adapters.extract import blank_values, compile_selector, extract_fields
+from ..adapters.field_types import typed_values
 from ..core.errors import printable
 from ..core.jsonfile import read_object
 from ..fetch.http import Fetcher
@@ -59,8 +60,8 @@ def try_page(settings: Settings, job: LinkJob, url: str, *, clock: Callable[[], 
         fetcher.close()
     selectors = {name: compile_selector(selector) for name, selector in job.fields.items()}
     extracted = extract_fields(doc, selectors, blank_values(selectors))
-    fields = tuple(Field(name, job.fields[name], value, name in extracted.matched)
-                   for name, value in extracted.values.items())
+    values, _warnings = typed_values(job.types, extracted.values)  # as pass 2 stages them ('' when not converted)
+    fields = tuple(Field(name, job.fields[name], value, name in extracted.matched) for name, value in values.items())
     return Tried(url=response.url, status=response.status, content_type=response.headers.get("content-type", ""),
                  size=len(response.body), seconds=seconds, fields=fields)
 

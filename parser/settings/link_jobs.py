@@ -13,14 +13,17 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlsplit
 
+from db.upsert import MODES as UPDATE_MODES
 from linkgen.spec import HarvestSpec
 from linkgen.templates import NumberRange, Values, count_links, expand, parse_values, placeholders
 
 from ..adapters.extract import compile_selector
-from ..core.setting_values import as_seconds, http_url, seconds_problem, whole_problem
+from ..adapters.field_types import FIELD_TYPES, KIND_OF
+from ..core.setting_values import as_seconds, duration_problem, http_url, seconds_problem, whole_problem
 
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
-            "interval", "delay", "unique_fields")
+            "interval", "delay", "unique_fields", "refresh", "updates")
+FIELD_KEYS = ("select", "type")  # a field given as a dict: {"select": selector, "type": one of FIELD_TYPES}
 HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "objects")
 # `changed` and `gone` the parser fills itself (db/schema.py's added_columns).
 RESERVED_COLUMNS = ("id", "hash", "url", "fetched", "changed", "gone")
@@ -48,10 +51,18 @@ class LinkJob:
     interval: float = 86400.0         # how often pass 1 runs again
     delay: float = 0.0                # seconds between requests to one host
     unique_fields: tuple[str, ...] = ("url",)
+    types: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # field -> declared type
+    refresh: float | None = None      # seconds after which a done object is fetched again (None: never)
+    updates: str | None = None        # the job's own UPDATES mode; None: the UPDATES setting's
 
     @property
     def columns(self) -> tuple[str, ...]:
         return ("url", "fetched", *self.fields)
+
+    @property
+    def kinds(self) -> dict[str, str]:
+        """The column kind (db/schema.py) of each field declared with a type; the rest are text."""
+        return {name: KIND_OF[kind] for name, kind in self.types.items()}
 
 
 def check_link_jobs(raw: Any, add: Callable[[str, str], None]) -> list[LinkJob]:
@@ -94,7 +105,12 @@ def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
     for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
         if what:
             problems.append(f"{key} {what}, got {v[key]!r}")
-    fields = _check_fields(v.get("fields"), problems)
+    types: dict[str, str] = {}
+    fields = _check_fields(v.get("fields"), types, problems)
+    refresh = _check_refresh(item, problems)
+    updates = item.get("updates")
+    if "updates" in item and updates not in UPDATE_MODES:
+        problems.append(f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
     unique = v["unique_fields"]
     allowed = ("url", "fetched", *fields)
     if not (isinstance(unique, (list, tuple)) and unique and all(f in allowed for f in unique)):
@@ -121,21 +137,49 @@ def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
     return LinkJob(name=name, fields=MappingProxyType(fields), template=template,
                    values=MappingProxyType(values), stop_after_misses=stop, harvest=harvest,
                    enabled=v["enabled"], interval=float(v["interval"]), delay=float(v["delay"]),
-                   unique_fields=tuple(unique))
+                   unique_fields=tuple(unique), types=MappingProxyType(types), refresh=refresh, updates=updates)
 
 
-def _check_fields(raw: Any, problems: list[str]) -> dict[str, str]:
+def _check_refresh(item: Mapping[str, Any], problems: list[str]) -> float | None:
+    """`refresh`: a duration ("7d", "12h", "30s") or a number of seconds; absent or None: never."""
+    raw = item.get("refresh")
+    if raw is None:
+        return None
+    seconds = as_seconds(raw)
+    what = duration_problem(raw) if isinstance(raw, str) else seconds_problem(seconds)
+    if what:
+        problems.append(f"refresh {what}, got {raw!r}")
+        return None
+    return float(seconds)
+
+
+def _field_selector(column: str, raw: Any, types: dict[str, str], problems: list[str]) -> Any:
+    """A field's selector: the string itself, or a dict's `select` (its `type` kept in `types`)."""
+    if not isinstance(raw, Mapping):
+        return raw
+    _unknown_keys(raw, FIELD_KEYS, f"fields[{column!r}]: ", problems)
+    kind = raw.get("type", "text")
+    if kind not in FIELD_TYPES:
+        problems.append(f"fields[{column!r}]: type must be one of {', '.join(map(repr, FIELD_TYPES))}, got {kind!r}")
+    elif "type" in raw:
+        types[column] = kind
+    return raw.get("select")
+
+
+def _check_fields(raw: Any, types: dict[str, str], problems: list[str]) -> dict[str, str]:
     if not isinstance(raw, Mapping) or not raw:
-        problems.append("fields must be a non-empty dict {column: XPath or 'css:selector'}")
+        problems.append("fields must be a non-empty dict {column: XPath or 'css:selector', or "
+                        "{'select': XPath or 'css:selector', 'type': 'number', 'date', 'text' or 'list'}}")
         return {}
     fields: dict[str, str] = {}
-    for column, selector in raw.items():
+    for column, given in raw.items():
         if not isinstance(column, str) or not _IDENTIFIER.match(column):
             problems.append(f"fields: {column!r} is not a column name (lowercase letters, digits and _)")
             continue
         if column in RESERVED_COLUMNS:
             problems.append(f"fields: {column!r} is filled by the parser itself; choose another column name")
             continue
+        selector = _field_selector(column, given, types, problems)
         try:
             compile_selector(selector)
         except ValueError as exc:
