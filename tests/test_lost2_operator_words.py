@@ -112,3 +112,22 @@ def test_export_opml_keeps_disabled_sources_marked_and_writes_the_feed_found_on_
     back = {s.name: (s.url, s.enabled, s.tags) for s in load_settings(other / "params.py").sources}
     assert back == {"blog": (server.url("/feed.xml"), True, ("news",)),
                     "paused": ("https://paused.example/feed.xml", False, ("news",))}
+
+
+# -- log levels: a failed poll is a WARNING at least, a charset note on a stored feed no ERROR -----------
+def test_a_failed_poll_is_a_warning_and_a_charset_note_on_a_stored_feed_no_error(server: LoopbackServer,
+                                                                                 project: Project):
+    server.route("/down.xml", status=500, body=b"oops", content_type="text/plain")
+    server.route("/mixed.xml", body=rss([{"title": "Café crème", "link": "http://example.com/1"}]),
+                 content_type="application/rss+xml; charset=iso-8859-1")  # the document says utf-8
+    project.write_params(SOURCES=[{"name": "down", "url": server.url("/down.xml")},
+                                  {"name": "mixed", "url": server.url("/mixed.xml")}])
+    project.run("--once")
+    assert [r["title"] for r in project.rows()] == ["Café crème"]  # stored fine
+    failed = [line for line in project.log().splitlines() if "down  error  HTTP 500" in line]
+    assert len(failed) == 1 and " WARNING  " in failed[0], project.log()
+    errors = project.log("errors.log").splitlines()
+    charset = [line for line in errors if "  mixed  " in line]
+    assert len(charset) == 1 and "charset disagreement" in charset[0], errors
+    assert " WARNING  " in charset[0], errors
+    assert [" ERROR  " in line for line in errors if "  down  " in line] == [True]  # the failure stays an ERROR

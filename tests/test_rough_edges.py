@@ -40,7 +40,8 @@ def hup(project: Project, proc: subprocess.Popen) -> str:
 
 def poll_lines(project: Project) -> list[str]:
     """The source of each poll line of parser.log (new, 304 or error)."""
-    return re.findall(r"^\S+ INFO  (.+?)  (?:new \d|304 not modified|error  )", project.log(), re.MULTILINE)
+    return re.findall(r"^\S+ (?:INFO|WARNING)  (.+?)  (?:new \d|304 not modified|error  )", project.log(),
+                      re.MULTILINE)  # a failed poll's line is a WARNING
 
 
 # -- 2: SIGHUP names the settings it changed ------------------------------------------------------

@@ -271,10 +271,13 @@ def reopen() -> None:
                     handler.let_go()
 
 
-def error_line(source: str, url: str, description: str) -> None:
+def error_line(source: str, url: str, description: str, *, level: int = logging.ERROR) -> None:
+    """An errors.log line. `level` WARNING: something went wrong in a poll that stored what it read (a
+    charset the bytes did not fit, a malformed tail, a full text kept as its summary); ERROR: what
+    failed (a poll, a flush)."""
     url, description = redact_url(url), _one_line(description)
-    errors.error("%s  %s  %s", source, url, description,
-                 extra={"source": source, "url": url, "description": description})
+    errors.log(level, "%s  %s  %s", source, url, description,
+               extra={"source": source, "url": url, "description": description})
 
 
 def critical_line(message: str, exc: BaseException | None = None) -> None:

@@ -113,8 +113,8 @@ class OutcomeTaker:
         """A body's records (staged already): the parse's warnings and notes, the counts, the log line;
         the validators are kept only now that the records they cover are staged."""
         source, parsed, result = outcome.source, outcome.parsed, outcome.result
-        for warning in parsed.warnings:
-            logs.error_line(source.name, source.url, warning)
+        for warning in parsed.warnings:  # the body was read and its records staged: a warning, not an error
+            logs.error_line(source.name, source.url, warning, level=logging.WARNING)
         for note in parsed.notes:
             if (source.name, note) not in self.noted:
                 self.noted.add((source.name, note))
@@ -154,11 +154,12 @@ class OutcomeTaker:
             wait = min(exc.retry_after, RETRY_AFTER_MAX)
             said = f"{said}; held until {iso(time.time() + wait)} (Retry-After {wait:.0f} s)"
         logs.error_line(source.name, state.address(), said)
-        log.info("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds,
-                 extra={**logs.ALSO_IN_ERRORS, **poll_fields(outcome, None)})
+        # WARNING at least, as errors.log has it as an ERROR: a level filter on parser.log must not hide it
+        log.warning("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds,
+                    extra={**logs.ALSO_IN_ERRORS, **poll_fields(outcome, None)})
         if marked:
-            log.info("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
-                     state.failures, extra=logs.ALSO_IN_ERRORS)
+            log.warning("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
+                        state.failures, extra=logs.ALSO_IN_ERRORS)
             logs.error_line(source.name, source.url, f"marked {marked} after {state.failures} failures in a "
                             f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
         if exc is not None and exc.retry_after is not None:

@@ -4,6 +4,7 @@ durable inbox, or refuse it with the answer the sender gets (400: it will never 
 not be stored now, so the sender keeps it and sends it again)."""
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,8 +43,8 @@ def take(source: SourceView, body: bytes, *, content_type: str, url: str, key: s
         why = str(exc) if isinstance(exc, ParseError) else "nested too deep to read"
         refusals.note(name, url, "400", f"{what} from {peer} refused (400): {why}")
         return Taken(refusal=Reply(400, f"{why}\n"))
-    for warning in parsed.warnings:
-        logs.error_line(name, url, warning)
+    for warning in parsed.warnings:  # the delivery was read and is kept: a warning, as a poll's
+        logs.error_line(name, url, warning, level=logging.WARNING)
     try:
         if not inbox.accept(name, key, parsed.records):
             return Taken()
