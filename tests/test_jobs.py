@@ -88,7 +88,7 @@ def test_a_harvest_finds_the_objects_and_pass_2_stores_each_once_with_its_fields
     rows = stored(tmp_path, "shop")
     assert set(rows) == {f"/item/{n}" for n in range(1, 9)}
     assert rows["/item/5"]["name"] == "Item 5" and rows["/item/5"]["price"] == "5.99"
-    assert rows["/item/3"]["price"] == ""  # no price on the page: empty, and counted
+    assert rows["/item/3"]["price"] is None  # no price on the page: NULL, and counted
     assert "shop  pass 2: 9 fetched: 8 new, 0 duplicates, 1 gone (404/410), 0 to retry, 0 given up; " \
            "empty fields: price 1; 0 pending" in caplog.text
     assert f"shop  {server.url('/item/404')}  HTTP 404 Not Found; not asked again" in caplog.text

@@ -37,7 +37,7 @@ def test_entry_links_to_internal_addresses_are_not_fetched_unless_the_source_all
     rows = {r["title"]: r for r in project.rows()}
     assert set(rows) == {"Loopback", "By name", "Redirected"}
     for title in ("Loopback", "By name", "Redirected"):  # stored, with the summary and no page text
-        assert rows[title]["content"] == "" and rows[title]["summary"] == "Teaser.", rows[title]["content"][:80]
+        assert rows[title]["content"] is None and rows[title]["summary"] == "Teaser.", rows[title]["content"][:80]
     # Nothing of the stranger's was asked, not even the redirect's first hop (127.0.0.1 too).
     assert server.hits.get("/internal/1", 0) == 0 and server.hits.get("/internal/2", 0) == 0
     assert server.hits.get("/go", 0) == 0
