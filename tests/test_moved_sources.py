@@ -69,7 +69,7 @@ def test_a_page_without_a_feed_or_with_a_broken_one_says_what_it_found(server, p
     server.route("/broken.html", body=PAGE, content_type="text/html")  # its feeds are 404s here
     project.write_params(SOURCES=[{"name": "plain", "url": server.url("/plain.html")},
                                   {"name": "broken", "url": server.url("/broken.html")}])
-    assert project.run("--once").returncode == 0
+    assert project.run("--once").returncode == 4  # every source polled failed
     errors = project.log("errors.log")
     assert "not a feed: text/html; the page links to no feed" in errors
     assert (f"the page links to the feeds {server.url('/feed/posts.xml')}, {server.url('/comments.atom')}; "

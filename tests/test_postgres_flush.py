@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -21,7 +22,7 @@ def test_once_flushes_into_postgresql_and_a_rerun_adds_only_new_items(server, pr
     project.write_params(DB_URL=pg_url, SOURCES=[{"name": "p", "url": server.url("/p.xml")}])
     project.run("--once", check=True)
     assert [r[1] for r in pg_rows(pg_url)] == ["Item 3", "Item 2", "Item 1"]
-    assert pg_rows(pg_url)[0][3] == "2026-11-01T12:03:00Z"
+    assert pg_rows(pg_url)[0][3] == datetime(2026, 11, 1, 12, 3, tzinfo=UTC)  # a timestamptz
     server.route("/p.xml", body=rss(numbered_items(1, 4)))
     project.run("--once", check=True)
     assert len(pg_rows(pg_url)) == 4
