@@ -84,7 +84,7 @@ def test_deliveries_are_checked_and_survive_kill_9(hook_project):
     assert rows["Item 1"]["source"] == "shop" and rows["Item 1"]["guid"] == "evt-1"
     assert rows["Item 1"]["link"] == "https://shop.example/news/1" and rows["Item 1"]["author"] == "user1"
     assert rows["Item 1"]["published"] == "2026-11-01T12:01:00Z"
-    assert rows["Item 8"]["content"] == '<p>item 8<img src="x"></p>'
+    assert rows["Item 8"]["content"] == '<p>item 8<img src="https://shop.example/news/x"></p>'  # made absolute
     errors = project.log("errors.log")
     assert errors.count("refused (401)") == 3
     assert "no X-Hub-Signature-256 header" in errors and "does not match" in errors
