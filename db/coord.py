@@ -202,13 +202,28 @@ class Coordinator:
             self._conn = None
 
     def create_schema(self, schema: str = SCHEMA) -> None:
-        """Idempotent, and safe when several daemons start at once (one transaction, one lock)."""
+        """Idempotent, and safe when several daemons start at once (one transaction, one lock). A schema
+        made already (its digest in parser_coord_schema) is not run again: its CREATE INDEX and ALTER TABLE
+        take table locks even when there is nothing to do, and a daemon starting beside running ones then
+        deadlocked with a running one's writes to two of those tables."""
+        digest = hashlib.sha256(schema.encode()).hexdigest()
         try:
+            if self._schema_made(digest):
+                return
             with self.conn().transaction():
                 self.conn().execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+                if self._schema_made(digest):  # another daemon made it while this one waited for the lock
+                    return
                 self.conn().execute(schema)
+                self.conn().execute("CREATE TABLE IF NOT EXISTS parser_coord_schema (digest text PRIMARY KEY)")
+                self.conn().execute("INSERT INTO parser_coord_schema VALUES (%s) ON CONFLICT DO NOTHING", (digest,))
         except psycopg.Error as exc:
             raise StorageError(f"cannot prepare the shared tables: {str(exc).strip()[:300]}") from None
+
+    def _schema_made(self, digest: str) -> bool:
+        found = self.conn().execute("SELECT to_regclass('parser_coord_schema') IS NOT NULL").fetchone()[0]
+        return bool(found) and self.conn().execute(
+            "SELECT 1 FROM parser_coord_schema WHERE digest = %s", (digest,)).fetchone() is not None
 
     # -- sources ----------------------------------------------------------------------------------
     def sync_sources(self, sources: Iterable[tuple[str, str, float, bool]], alive: float = 900.0) -> None:
