@@ -57,7 +57,7 @@ def test_harvest_job_stores_each_object_once_with_its_fields(server, shop, proje
     rows = by_url(project.rows("shop"), server)
     assert set(rows) == {f"/item/{n}" for n in range(1, 9)}
     assert rows["/item/5"]["name"] == "Item 5" and rows["/item/5"]["price"] == "5.99"
-    assert rows["/item/3"]["price"] == ""  # no price on the page: empty, and counted
+    assert rows["/item/3"]["price"] is None  # no price on the page: NULL, and counted
     assert all(len(r["hash"]) == 56 and r["fetched"].endswith("Z") for r in rows.values())
     log = project.log()
     assert "shop  pass 2: 9 fetched: 8 new, 0 duplicates, 1 gone (404/410), 0 to retry, 0 given up; " \
@@ -291,4 +291,4 @@ def test_a_job_table_in_postgresql(server, shop, project, pg_url):
     project.run("--once", check=True)
     with psycopg.connect(pg_url) as con:
         rows = con.execute("SELECT url, name, price FROM pages ORDER BY url").fetchall()
-    assert rows == [(server.url(f"/item/{n}"), f"Item {n}", "" if n == 3 else f"{n}.99") for n in range(1, 6)]
+    assert rows == [(server.url(f"/item/{n}"), f"Item {n}", None if n == 3 else f"{n}.99") for n in range(1, 6)]
