@@ -145,3 +145,17 @@ def test_a_kill_between_staging_and_flush_applies_the_update_once(server, projec
     rows = project.rows()
     assert len(rows) == 2 and by_link(rows)["http://example.com/item/1"]["title"] == "Edited"
     assert json.loads(json.dumps(rows))  # plain values a user's script reads
+
+
+def test_a_new_projects_feeds_sharing_entries_stage_each_entry_once(server, project):
+    """Nothing was stored before this run: an entry the first feed stored is no edit when the second
+    feed shows it (it was staged again as one, once per feed: 4.4 times the rows of a first poll)."""
+    items = numbered_items(1, 4)
+    server.route("/a.xml", body=rss(items))
+    server.route("/b.xml", body=rss(items))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")},
+                                  {"name": "b", "url": server.url("/b.xml")}])
+    project.run("--once", check=True)
+    log = project.log()
+    assert "flush (once): 4 rows written to items\n" in log and "already stored" not in log
+    assert len(project.rows()) == 4

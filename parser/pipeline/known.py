@@ -48,8 +48,18 @@ class KnownDigests:
         self.path, self.hash_file = path, hash_file
         self.by_source: dict[str, bytes] = {}
         self.dirty = False
-        if path is not None:
-            self._load()
+        # Entries stored before but no digests of them (an upgrade from a version without this file, or the
+        # file lost or dropped): a source's first poll stages its stored entries once more (recheck). A new
+        # project has nothing to recheck: an entry another source stored this run is no edit.
+        self.recheck = False
+        if path is not None and not self._load():
+            self.recheck = self._hash_bytes() > 0
+
+    def previous(self, source: str) -> dict[str, str] | None:
+        """What select_new compares with: the source's digests; None (recheck every stored entry) when
+        none are known and the project stored entries before them; {} (nothing to recheck) otherwise."""
+        known = self.get(source)
+        return known if known is not None or self.recheck else {}
 
     def get(self, source: str) -> dict[str, str] | None:
         """short key -> digest of the source's last poll; None when nothing is known of it."""
@@ -92,25 +102,27 @@ class KnownDigests:
         except FileNotFoundError:
             return 0
 
-    def _load(self) -> None:
+    def _load(self) -> bool:
+        """Read the file; False when there is none that fits the hash file."""
         assert self.path is not None
         try:
             lines = self.path.read_text(encoding="ascii").splitlines()
         except FileNotFoundError:
-            return
+            return False
         except (OSError, UnicodeDecodeError) as exc:
             log.warning("%s unreadable (%s): every source's stored entries are checked for edits once", self.path, exc)
-            return
+            return False
         if not lines or not lines[0].startswith(_HEADER):
-            return
+            return False
         saved_with = int(lines[0][len(_HEADER):] or 0) if lines[0][len(_HEADER):].isdigit() else -1
         if self.hash_file is not None and self._hash_bytes() < saved_with:
             log.info("%s: the hash file is smaller than when it was saved (replaced or moved away): "
                      "its digests are dropped", self.path.name)
-            return
+            return False
         for line in lines[1:]:
             source, _, hexed = line.partition("\t")
             try:
                 self.by_source[source] = bytes.fromhex(hexed)
             except ValueError:
                 continue  # a damaged line: that source's entries are checked once, as after a loss
+        return True
