@@ -152,7 +152,7 @@ def test_a_new_projects_feeds_sharing_entries_stage_each_entry_once(server, proj
     feed shows it (it was staged again as one, once per feed: 4.4 times the rows of a first poll)."""
     items = numbered_items(1, 4)
     server.route("/a.xml", body=rss(items))
-    server.route("/b.xml", body=rss(items))
+    server.route("/b.xml", body=rss(items), delay=1.0)  # back after a's entries are staged (another turn)
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")},
                                   {"name": "b", "url": server.url("/b.xml")}])
     project.run("--once", check=True)
