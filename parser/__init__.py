@@ -4,4 +4,4 @@ The data flows one way: source -> fetch -> parse (protocol adapter) -> record ->
 uniqueness check -> staging CSV -> flush -> database.
 """
 
-__version__ = "0.5.1"  # the one place the version is written (pyproject.toml reads it from here)
+__version__ = "0.6.0"  # the one place the version is written (pyproject.toml reads it from here)
