@@ -48,16 +48,17 @@ class KnownDigests:
         self.path, self.hash_file = path, hash_file
         self.by_source: dict[str, bytes] = {}
         self.dirty = False
-        # Entries stored before but no digests of them (an upgrade from a version without this file, or the
-        # file lost or dropped): a source's first poll stages its stored entries once more (recheck). A new
-        # project has nothing to recheck: an entry another source stored this run is no edit.
-        self.recheck = False
-        if path is not None and not self._load():
-            self.recheck = self._hash_bytes() > 0
+        # Entries were stored before this run, and a source has no digests of them (an upgrade from a version
+        # without this file, the file lost or dropped, a source whose last poll a kill cut before the file was
+        # saved): its first poll stages its stored entries once more (recheck). A new project has nothing to
+        # recheck: an entry another source stored this run is no edit.
+        self.recheck = path is not None and self._hash_bytes() > 0
+        if path is not None:
+            self._load()
 
     def previous(self, source: str) -> dict[str, str] | None:
         """What select_new compares with: the source's digests; None (recheck every stored entry) when
-        none are known and the project stored entries before them; {} (nothing to recheck) otherwise."""
+        none are known of it and the project had stored entries when this run began; {} otherwise."""
         known = self.get(source)
         return known if known is not None or self.recheck else {}
 
