@@ -43,7 +43,7 @@ def check_sources(url: str) -> None:
     assert (name, title, site, description) == ("morning", "Morning news", "http://example.com/", "test")
     assert (tags if isinstance(tags, list) else json.loads(tags)) == ["news", "en"]
     assert (status, failures, bool(dead)) == (500, 1, False)
-    assert str(last_poll) > str(last_success)
+    assert str(last_poll) >= str(last_success)  # whole seconds: the two runs may share one
 
 
 def test_the_sources_table_joins_items_to_their_feed_sqlite(project, server):
