@@ -273,8 +273,9 @@ class FeedPass:
         # never hashed, so they must not be known either (a changed rule lets them in).
         digests = {key: parsed.digests[key] for key in (*(keys or ()), *parsed.known) if key in parsed.digests}
         return Batch(records, self._feed_links(source, outcome), keys, len(parsed.known),
-                     digests=digests or None, previous=self.known.previous(source.name),
-                     updates=source.updates != "ignore" and self.known.path is not None)
+                     digests=digests or None, previous=self.known.get(source.name),
+                     updates=source.updates != "ignore" and self.known.path is not None
+                     and self.known.checks(source.name))
 
     def _say(self, lines: list[tuple[bool, str]]) -> None:
         """Identity's lines from where the body was parsed; a once-per-source line once per run."""
@@ -302,10 +303,10 @@ class FeedPass:
             blocked = 0
             if source is not None:  # its keep/block rules, as for its polls (_batch)
                 records, _, blocked = source.entry_filter.split(records)
-            updates = source is not None and source.updates != "ignore" and self.known.path is not None
-            staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()),
-                                                 previous=self.known.previous(name), updates=updates)])[0]
-            if updates:
+            remember = source is not None and source.updates != "ignore" and self.known.path is not None
+            staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()), previous=self.known.get(name),
+                                                 updates=remember and self.known.checks(name))])[0]
+            if remember:
                 self.known.merge(name, staged.digests)
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 now, state = self.clock(), self.schedule.state(source)

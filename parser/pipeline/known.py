@@ -56,11 +56,11 @@ class KnownDigests:
         if path is not None:
             self._load()
 
-    def previous(self, source: str) -> dict[str, str] | None:
-        """What select_new compares with: the source's digests; None (recheck every stored entry) when
-        none are known of it and the project had stored entries when this run began; {} otherwise."""
-        known = self.get(source)
-        return known if known is not None or self.recheck else {}
+    def checks(self, source: str) -> bool:
+        """Whether a poll of `source` can tell an edit: its digests are known, or entries were stored before
+        this run began (then a source with none has its stored entries staged once more: a recheck). In a
+        new project an entry another source stored this run is no edit, and none is staged again."""
+        return source in self.by_source or self.recheck
 
     def get(self, source: str) -> dict[str, str] | None:
         """short key -> digest of the source's last poll; None when nothing is known of it."""

@@ -73,7 +73,9 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
     own addresses; or `keys` given, taken with the same rules where the body was parsed) and keep, with its
     `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's earlier batches);
     the uniqueness check is asked once per batch. With `updates`, a record stored before is kept too (it
-    updates its row at the flush) when its digest differs from `previous`'s, or when `previous` is None."""
+    updates its row at the flush) when its digest differs from `previous`'s or `previous` lacks it (stored,
+    but not by the source's last poll that was kept: a kill between the hash file's save and the digests'),
+    and every one when `previous` is None."""
     # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
     # text no UTF-8 file or database can hold is made safe here, before the key is taken.
     records = [safe_record(record) for record in records]
@@ -91,7 +93,7 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
         if key in unseen:
             seen.add(key)
             fresh.append({"hash": key, **record})
-        elif updates and (previous is None or previous.get(short_key(key), digest) != digest):
+        elif updates and (previous is None or previous.get(short_key(key)) != digest):
             seen.add(key)
             staged.updates.append({"hash": key, **record})
             staged.changed += previous is not None
