@@ -93,10 +93,10 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
         if key in unseen:
             seen.add(key)
             fresh.append({"hash": key, **record})
-        elif updates and (previous is None or previous.get(short_key(key)) != digest):
+        elif updates and (before := None if previous is None else previous.get(short_key(key))) != digest:
             seen.add(key)
             staged.updates.append({"hash": key, **record})
-            staged.changed += previous is not None
+            staged.changed += before is not None  # an edit seen; else a recheck, which the flush may find unchanged
     staged.duplicates = len(records) - len(fresh) - staged.changed
     return staged
 
