@@ -81,7 +81,7 @@ def _record_end(block: bytes, quotes: int) -> int | None:
 
 
 def _true_text(column: str, escaped_start: Collection[str]) -> str:
-    """The cell with the apostrophe staging._cell put before a formula's first character taken off (only
+    """The cell with the apostrophe staging.cell_text put before a formula's first character taken off (only
     there, as staging._true_text does)."""
     marks = ", ".join(f"chr({ord(c)})" if not c.isprintable() else "'" + c.replace("'", "''") + "'"
                       for c in sorted(escaped_start))

@@ -50,7 +50,7 @@ class Database:
             if url.startswith("sqlite") and database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)  # the default lives in db/
             self.engine = sa.create_engine(url, pool_pre_ping=True, future=True,
-                                           connect_args=_connect_args(url, timeout))
+                                           connect_args=connect_args(url, timeout))
             if self.engine.dialect.name == "postgresql":
                 sa.event.listen(self.engine, "connect", self._bound_session)
         except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
@@ -342,7 +342,7 @@ def schema_lock(conn: sa.Connection) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _connect_args(url: str, timeout: float) -> dict:
+def connect_args(url: str, timeout: float) -> dict:
     """Bound the wait for a connection (PostgreSQL) and for SQLite's lock (its busy timeout)."""
     backend = sa.engine.make_url(url).get_backend_name()
     if backend == "postgresql":

@@ -27,12 +27,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from db import sources_table
 from db.schema import KNOWN_KINDS
-from db.store import DEFAULT_TIMEOUT, _connect_args
+from db.store import DEFAULT_TIMEOUT, connect_args
 
 from ..core.dates import format_utc
 from ..core.errors import SettingsError, StorageError
 from ..core.setting_values import duration_problem, duration_seconds
-from ..settings.params import DEFAULTS, _db_url_problem, _import_params, _resolve_db_url
+from ..settings.params import db_url_of
 from ..settings.read import SettingsRead
 from .export_formats import write_atom, write_csv, write_jsonl
 
@@ -96,14 +96,7 @@ def since_time(text: str, now: datetime) -> datetime:
 def read_db_url(params_path: Path) -> str:
     """DB_URL from params.py (its default when unset), checked and resolved as the daemon does; the rest
     of the file is not checked, so an export needs no source's credentials to be valid."""
-    def load(path: Path) -> str:
-        values = _import_params(path.resolve())
-        url = values.get("DB_URL", DEFAULTS["DB_URL"])
-        if problem := _db_url_problem(url, path.resolve().parent):
-            raise SettingsError(f"{path}: DB_URL: {problem}")
-        return _resolve_db_url(url, path.resolve().parent)
-
-    read = SettingsRead(params_path, load=load)  # type: ignore[arg-type]  # within the daemon's time limit
+    read = SettingsRead(params_path, load=db_url_of)  # type: ignore[arg-type]  # within the daemon's time limit
     url = read.result(wait=read.limit)
     while url is None:
         url = read.result(wait=0.05)
@@ -138,7 +131,7 @@ def _engine(db_url: str) -> sa.Engine:
             uri = f"file:{quote(str(path.absolute()))}?mode=ro"
             return sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True,
                                                                                    timeout=DEFAULT_TIMEOUT))
-        engine = sa.create_engine(url, connect_args=_connect_args(db_url, DEFAULT_TIMEOUT))
+        engine = sa.create_engine(url, connect_args=connect_args(db_url, DEFAULT_TIMEOUT))
         if engine.dialect.name == "postgresql":
             engine = engine.execution_options(postgresql_readonly=True)
         return engine

@@ -16,7 +16,7 @@ from lxml import etree
 
 from .. import __version__
 from ..core.dates import utc_iso
-from ..pipeline.staging import _cell as staging_cell  # the staging CSV's spreadsheet-safe rule, kept one
+from ..pipeline.staging import cell_text as staging_cell  # the staging CSV's spreadsheet-safe rule, kept one
 
 ATOM = "http://www.w3.org/2005/Atom"
 _A = f"{{{ATOM}}}"

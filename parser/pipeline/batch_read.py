@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from .staging import _true_text
 
-_ESCAPE = "'"  # the spreadsheet escape (staging._cell) starts a cell with it
+_ESCAPE = "'"  # the spreadsheet escape (staging.cell_text) starts a cell with it
 
 
 class Cells(NamedTuple):

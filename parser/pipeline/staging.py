@@ -54,7 +54,7 @@ class StagingFile:
         for row in rows:
             buffer = io.StringIO()
             csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(
-                [_cell(row.get(c)) for c in self.columns])
+                [cell_text(row.get(c)) for c in self.columns])
             try:
                 chunks.append(buffer.getvalue().encode("utf-8"))
             except UnicodeEncodeError as exc:
@@ -214,7 +214,7 @@ _ESCAPED_START = _FORMULA_START | {"'"}
 ESCAPED_START = _ESCAPED_START  # for a loader that takes the apostrophe off itself (db/csv_load.py)
 
 
-def _cell(value: object) -> str:
+def cell_text(value: object) -> str:
     if isinstance(value, (list, dict)):  # categories, enclosures: JSON text; none at all is "" (NULL)
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else ""
     else:
@@ -223,7 +223,7 @@ def _cell(value: object) -> str:
 
 
 def _true_text(cell: str | None) -> str | None:
-    """The text _cell was given: the apostrophe it added taken off (only before the characters that
+    """The text cell_text was given: the apostrophe it added taken off (only before the characters that
     made it add one, so a file written before cells were escaped reads back nearly always as it was)."""
     if cell and cell[0] == "'" and cell[1:2] and cell[1] in _ESCAPED_START:
         return cell[1:]

@@ -246,6 +246,16 @@ def load_settings(params_path: str | os.PathLike, *, secrets: bool = True) -> Se
                             "(check the types of the settings it holds)") from None
 
 
+def db_url_of(path: Path) -> str:
+    """DB_URL alone from params.py (its default when unset), checked and resolved as load_settings does; the
+    rest of the file is not checked (`export` needs no source's credentials to be valid)."""
+    values = _import_params(path.resolve())
+    url = values.get("DB_URL", DEFAULTS["DB_URL"])
+    if problem := _db_url_problem(url, path.resolve().parent):
+        raise SettingsError(f"{path}: DB_URL: {problem}")
+    return _resolve_db_url(url, path.resolve().parent)
+
+
 def _import_params(path: Path) -> dict[str, Any]:
     spec = importlib.util.spec_from_file_location(f"_params_{abs(hash(str(path)))}", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
