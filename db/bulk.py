@@ -11,6 +11,7 @@ updated, turn an empty cell into NULL, and leave the commit to the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import NamedTuple
 
@@ -22,14 +23,13 @@ COPY_ROWS = 10_000
 _STAGED = "parser_flush_rows"  # the temporary table, dropped at the end of the transaction
 
 
-class Loaded(NamedTuple):
+@dataclass(frozen=True)
+class Loaded:
     """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source)."""
     inserted: int
     updated: int = 0
 
-    def __add__(self, other: object) -> Loaded:  # type: ignore[override]  # sums, not tuple concatenation
-        if not isinstance(other, Loaded):
-            return NotImplemented
+    def __add__(self, other: Loaded) -> Loaded:
         return Loaded(self.inserted + other.inserted, self.updated + other.updated)
 
 
