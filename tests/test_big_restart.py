@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.feeds import OLD_RECORD_FIELDS  # the rows waiting at an upgrade's first start
+
 WAITING = 200_000
-# The staging file's columns as 0.5 wrote them: the rows waiting at an upgrade's first start.
-OLD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
 
 
 def waiting_row(n: int) -> str:
@@ -20,7 +20,7 @@ def waiting_row(n: int) -> str:
 def test_a_restart_over_200000_waiting_rows_flushes_them_all(project):
     project.staging.mkdir(parents=True)
     with open(project.staging / "staging.csv", "w", encoding="utf-8", newline="") as f:
-        f.write(",".join(f'"{c}"' for c in ("hash", *OLD_FIELDS)) + "\n")
+        f.write(",".join(f'"{c}"' for c in ("hash", *OLD_RECORD_FIELDS)) + "\n")
         f.writelines(waiting_row(n) for n in range(WAITING))
         f.write(waiting_row(WAITING)[:90])  # torn inside the quoted two-line summary
     project.write_params(SOURCES=[])

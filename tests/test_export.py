@@ -19,12 +19,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tests.conftest import Project
+from tests.feeds import OLD_RECORD_FIELDS
 
 LIST_COLUMNS = ("categories", "enclosures")
 TIME_COLUMNS = ("published", "updated", "fetched", "changed")
 ITEM_COLUMNS = ("hash", "source", "guid", "link", "title", "author", "published", "updated", "summary", "content",
                 "categories", "enclosures", "image", "comments", "language", "fetched", "changed")
-OLD_COLUMNS = ("hash", "source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
+OLD_COLUMNS = ("hash", *OLD_RECORD_FIELDS)
 
 ROWS = [
     {"hash": "a1", "source": "news", "guid": "https://example.org/1", "link": "https://example.org/1",

@@ -27,10 +27,10 @@ from parser.core.record import RECORD_FIELDS
 from parser.pipeline.batch_read import read_cells
 from parser.pipeline.sink import Sink
 from parser.pipeline.staging import StagingFile, read_rows
+from tests.feeds import OLD_RECORD_FIELDS
 
-# The record's fields as 0.5 staged them: the batches written here by hand use them (a newer version
-# loads what an older one staged), and the checks read them back in this order.
-OLD_FIELDS = ("source", "guid", "link", "title", "author", "published", "summary", "content", "fetched")
+# The batches written here by hand use 0.5's fields (a newer version loads what an older one staged).
+OLD_FIELDS = OLD_RECORD_FIELDS
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

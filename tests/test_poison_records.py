@@ -9,6 +9,7 @@ import json
 import psycopg
 import pytest
 
+from tests.feeds import OLD_RECORD_FIELDS
 from tests.process import free_port, start_listening, stop, wait_for
 from tests.test_webhook import SECRET, post
 
@@ -98,7 +99,7 @@ def test_every_protocol_survives_poison_in_both_databases_twice(server, project,
 
 def write_raw_staging(project, rows: list[list[bytes]]) -> None:
     """A staging CSV as an older version wrote it: surrogateescape'd bytes, i.e. not UTF-8."""
-    columns = ["hash", "source", "guid", "link", "title", "author", "published", "summary", "content", "fetched"]
+    columns = ["hash", *OLD_RECORD_FIELDS]
     project.staging.mkdir(parents=True, exist_ok=True)
     lines = [b",".join(b'"' + c.encode() + b'"' for c in columns)]
     for row in rows:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy
 
-from tests.feeds import numbered_items, rss
+from tests.feeds import OLD_RECORD_FIELDS, numbered_items, rss
 
 
 def pg_rows(url: str) -> list[tuple]:
@@ -46,7 +46,7 @@ def crash_after_commit_before_delete(server, project, db_url: str) -> None:
     server.route("/b.xml", body=rss(numbered_items(1, 3)))
     project.write_params(DB_URL=db_url, SOURCES=[{"name": "b", "url": server.url("/b.xml")}])
     project.run("--once", check=True)
-    columns = ["hash", "source", "guid", "link", "title", "author", "published", "summary", "content", "fetched"]
+    columns = ["hash", *OLD_RECORD_FIELDS]
     engine = sqlalchemy.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as con:
         stored = con.execute(sqlalchemy.text(f"SELECT {', '.join(columns)} FROM items")).all()
