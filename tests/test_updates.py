@@ -115,7 +115,7 @@ def test_postgresql_updates_in_place_with_changed_as_a_time(server, project, pg_
     server.route("/feed.xml", body=rss(edited(items, 3, title="Item 3, corrected")))
     project.run("--once", check=True)
     with psycopg.connect(pg_url) as con:
-        rows = con.execute("SELECT title, changed, changed >= fetched FROM items ORDER BY id").fetchall()  # whole seconds
+        rows = con.execute("SELECT title, changed, changed >= fetched FROM items ORDER BY id").fetchall()
         versions = con.execute("SELECT title FROM items_versions").fetchall()
     assert [r[0] for r in rows] == ["Item 3, corrected", "Item 2", "Item 1"]
     assert rows[0][1] is not None and rows[0][2] is True and rows[1][1] is None
