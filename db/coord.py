@@ -221,7 +221,13 @@ class Coordinator:
             raise StorageError(f"cannot prepare the shared tables: {str(exc).strip()[:300]}") from None
 
     def _schema_made(self, digest: str) -> bool:
-        found = self.conn().execute("SELECT to_regclass('parser_coord_schema') IS NOT NULL").fetchone()[0]
+        # pg_class read as a table (this statement's snapshot), not to_regclass: its name lookup takes no
+        # lock, so inside the transaction that waited for the advisory lock it may answer from a cache
+        # made before the other daemon committed, and this one ran the schema again beside its writes
+        # (a deadlock in 2 of 6 runs of four daemons starting at once).
+        found = self.conn().execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = 'parser_coord_schema'"
+            " AND relnamespace = current_schema()::regnamespace)").fetchone()[0]
         return bool(found) and self.conn().execute(
             "SELECT 1 FROM parser_coord_schema WHERE digest = %s", (digest,)).fetchone() is not None
 
