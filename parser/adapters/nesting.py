@@ -27,6 +27,7 @@ _CLOSES_P = frozenset({"address", "article", "aside", "blockquote", "center", "d
                        "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu",
                        "nav", "ol", "p", "search", "section", "summary", "ul", "h1", "h2", "h3", "h4", "h5", "h6",
                        "pre", "listing", "form", "li", "dd", "dt"})
+_CLOSES_SOMETHING = _CLOSES_P | {"li", "dd", "dt", "tr", "td", "th"}  # what _closed_by looks at
 # The spec's "special" elements: an end tag of another name is ignored when one of these is above it.
 _SPECIAL = _BUTTON_SCOPE | _CLOSES_P | _VOID | _RAW_TEXT | frozenset(
     {"body", "colgroup", "frameset", "head", "plaintext", "select", "tbody", "tfoot", "thead", "tr"})
@@ -39,6 +40,7 @@ class _OpenElements:
         self.names: list[str] = []
         self.at: dict[str, list[int]] = {}
         self.marks: dict[frozenset, list[int]] = {_SCOPE: [], _BUTTON_SCOPE: [], _SPECIAL: []}
+        self._marks_of: dict[str, tuple[list[int], ...]] = {}  # a name's boundary lists, looked up once
 
     def top(self, name: str) -> int:
         found = self.at.get(name)
@@ -48,22 +50,26 @@ class _OpenElements:
         found = self.marks[kind]
         return found[-1] if found else -1
 
+    def _marks(self, name: str) -> tuple[list[int], ...]:
+        marks = self._marks_of.get(name)
+        if marks is None:
+            marks = self._marks_of[name] = tuple(found for kind, found in self.marks.items() if name in kind)
+        return marks
+
     def push(self, name: str) -> None:
         index = len(self.names)
         self.names.append(name)
         self.at.setdefault(name, []).append(index)
-        for kind, found in self.marks.items():
-            if name in kind:
-                found.append(index)
+        for found in self._marks(name):
+            found.append(index)
 
     def pop_to(self, index: int) -> None:
         """Close the element at `index` and everything opened inside it."""
         while len(self.names) > index:
             name = self.names.pop()
             self.at[name].pop()
-            for kind, found in self.marks.items():
-                if name in kind:
-                    found.pop()
+            for found in self._marks(name):
+                found.pop()
 
 
 def nesting_depth(html: str, limit: int = MAX_DEPTH) -> int:
@@ -71,30 +77,39 @@ def nesting_depth(html: str, limit: int = MAX_DEPTH) -> int:
     past `limit` (the answer is then limit + 1)."""
     if html.count("<") <= limit:  # fewer tags than the limit: no need to look
         return 0
-    stack, deepest, at = _OpenElements(), 0, 0
-    while (match := _TOKEN.search(html, at)) is not None:
-        at = match.end()
-        if match.group(2) is None:  # a comment
+    stack, deepest, text_to = _OpenElements(), 0, 0
+    names = stack.names
+    # One pass per body of every real feed's first poll: the common tags take the short ways below.
+    for match in _TOKEN.finditer(html):
+        if match.start() < text_to:  # inside a raw text element
             continue
-        name = match.group(2).lower()
-        if match.group(1):
-            _end_tag(stack, name)
+        end, name, attributes = match.groups()
+        if name is None:  # a comment
+            continue
+        name = name.lower()
+        if end:
+            if names and names[-1] == name:  # the element on top: nothing opened inside it to ask about
+                stack.pop_to(len(names) - 1)
+            else:
+                _end_tag(stack, name)
             continue
         if name == "plaintext":  # the rest is text
             break
-        if name in _VOID or (match.group(3).endswith("/") and (stack.top("svg") >= 0 or stack.top("math") >= 0)):
+        if name in _VOID or (attributes.endswith("/") and (stack.top("svg") >= 0 or stack.top("math") >= 0)):
             continue
         if name in _RAW_TEXT:  # text up to its own end tag: a "</div>" in a <textarea> closes nothing
-            end = re.compile(f"</{re.escape(name)}", re.I).search(html, at)
-            if end is None:
+            found = re.compile(f"</{re.escape(name)}", re.I).search(html, match.end())
+            if found is None:
                 break
-            at = end.start()
+            text_to = found.start()
             continue
-        _closed_by(stack, name)
+        if name in _CLOSES_SOMETHING:
+            _closed_by(stack, name)
         stack.push(name)
-        deepest = max(deepest, len(stack.names))
-        if deepest > limit:
-            break
+        if len(names) > deepest:
+            deepest = len(names)
+            if deepest > limit:
+                break
     return deepest
 
 
