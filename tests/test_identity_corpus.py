@@ -36,7 +36,7 @@ BENCHMARK_MAX_BYTES = 64 * 1024
 ALLOWED = {
     # The same canonical link in two feeds is one item (issue 8, property 2): counted, not lost.
     "merged across feeds": "their link identifies them in both feeds, so they are one item",
-    # A feed cut short keeps the entries that arrived whole (README, "Broken content").
+    # A feed cut short keeps the entries that arrived whole (docs/defences.md, "Broken content").
     "cut short": "the entry a truncated body ends in is dropped on purpose (a half link is worse)",
 }
 

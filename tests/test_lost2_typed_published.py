@@ -1,4 +1,4 @@
-"""Issue 27 case 14: a `published` column a user altered to timestamptz (as the README says is honoured)
+"""Issue 27 case 14: a `published` column a user altered to timestamptz (as docs/design.md says is honoured)
 takes undated entries: what an entry lacks is NULL on the way in, never '' that the cast refuses and
 sends the records to quarantine (0 of 5 were stored)."""
 from __future__ import annotations
