@@ -1,1 +1,1 @@
-"""Benchmarks: ratios and figures measured side by side in one run (see README, "Benchmarks")."""
+"""Benchmarks: ratios and figures measured side by side in one run (see docs/benchmarks.md)."""

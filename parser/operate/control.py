@@ -20,7 +20,7 @@ from ..core.jsonfile import read_object, write_whole
 VERBS = ("reset", "poll")
 REPLY_WAIT = 10.0          # seconds a command waits for the daemon's answer
 STALE_REPLY = 3600.0       # a reply no command came for (it was killed) is removed after this
-# The commands' exit codes, one per outcome (README, "reset SOURCE and poll SOURCE"):
+# The commands' exit codes, one per outcome (docs/operating.md, "reset SOURCE and poll SOURCE"):
 DONE = 0            # done, or taken and still running
 NO_DAEMON = 1       # no daemon runs on the staging folder, or it did not take the request
 NOT_POLLED = 2      # no such source in params.py, or the daemon does not poll it

@@ -158,7 +158,7 @@ class Settings:
 SECONDS_SETTINGS = ("POLL_INTERVAL", "FLUSH_INTERVAL", "TIMEOUT", "DEADLINE", "DB_TIMEOUT", "SHARED_LEASE",
                     "FULL_TEXT_TIMEOUT")
 
-# name -> default. The README's settings table is written from this list; keep them together.
+# name -> default. docs/settings.md has a row for each (tests/test_docs.py checks it).
 DEFAULTS: dict[str, Any] = {
     "DB_URL": "sqlite:///db/items.db",
     "DB_TIMEOUT": 5,
