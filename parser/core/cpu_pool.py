@@ -46,10 +46,10 @@ def _read_only(mapping: dict) -> MappingProxyType:
 
 
 copyreg.pickle(MappingProxyType, lambda proxy: (_read_only, (dict(proxy),)))
-TASKS_PER_PROCESS = 2000
-# On demand: how long work may wait for a thread of the daemon's own before the processes start. A body
-# takes a few ms: a steady poll's changed feeds seldom wait this long, a first poll's queue soon does.
-WAIT_FOR_A_THREAD = 0.5  # a process is replaced after this many bodies: what a leak or fragmentation holds goes
+TASKS_PER_PROCESS = 2000  # a process is replaced after this many bodies: what a leak or fragmentation holds goes
+# On demand: how long (seconds) work may wait for a thread of the daemon's own before the processes start. A
+# body takes a few ms: a steady poll's changed feeds seldom wait this long, a first poll's queue soon does.
+WAIT_FOR_A_THREAD = 0.5
 
 
 class ProcessDiedError(Exception):

@@ -48,7 +48,7 @@ Polled = Callable[[Source, SourceState, bool], None]
 
 def polled_at(source: Source, state: SourceState) -> Source:
     """The source as it is polled: at its new address after a permanent redirect or a discovered
-    feed; the credentials it was given go only to its own server (as fetch.py does on redirects)."""
+    feed; the credentials it was given go only to its own server (as fetch/http.py does on redirects)."""
     address = state.address()
     if address == source.url:
         return source

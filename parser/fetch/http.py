@@ -527,7 +527,7 @@ def _status_line(status: int) -> str:
 
 
 def _status_message(status: int) -> str:
-    if status == 410:  # the daemon then asks only every few hours (see daemon._failed)
+    if status == 410:  # the daemon then asks only every few hours (sources/state.py, SourceState.failed: GONE_EVERY)
         return "HTTP 410 Gone: the server says this address is gone for good; marked gone"
     return _status_line(status)
 

@@ -1,6 +1,6 @@
 """LINK_JOBS: each two-pass job checked into a frozen LinkJob, with messages naming the job and key.
 
-Called by settings.py, which owns the reporting: `add(where, what)` collects a problem.
+Called by settings/params.py, which owns the reporting: `add(where, what)` collects a problem.
 """
 from __future__ import annotations
 

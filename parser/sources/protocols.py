@@ -3,7 +3,7 @@ pushed, how a poll asks and what reads the body, and the source keys it takes.
 
 What differs by protocol is read from this table (the settings checks in source_options.py, the
 poll in poll.py, the adapter choice in adapters/__init__.py by `body`, the daemon's split into polled
-and listened sources, the listener's endpoints in push.py, export-opml, the status view), never by
+and listened sources, the listener's endpoints in push/endpoints.py, export-opml, the status view), never by
 testing a protocol's name: no other module compares one (tests/test_protocols.py holds it). A
 protocol that asks and reads as an existing one does is a new row here and nothing more; one with a
 new way of asking or reading adds that to poll.py or adapters/ and names it in its row.
