@@ -12,7 +12,7 @@ from lxml import etree
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/feed+json")
 
 
-def looks_like_html(body: bytes, headers: Mapping[str, str]) -> bool:
+def is_html_page(body: bytes, headers: Mapping[str, str]) -> bool:
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     mime = content_type.split(";")[0].strip().lower()
     head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()

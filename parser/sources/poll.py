@@ -17,7 +17,7 @@ from ..core.cpu_pool import CpuPool, ProcessDiedError
 from ..core.errors import FetchError, ParseError, ParseProcessError
 from ..core.record import Record
 from ..core.urls import redact_url
-from ..fetch.discover import feed_links, looks_like_html
+from ..fetch.discover import feed_links, is_html_page
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
 from ..pipeline.first_read import read_new
@@ -81,7 +81,7 @@ class Poller:
         except ParseProcessError:
             raise
         except ParseError as exc:
-            if not protocol_of(source).discovers_feed or not looks_like_html(result.body, result.headers):
+            if not protocol_of(source).discovers_feed or not is_html_page(result.body, result.headers):
                 raise
             links = feed_links(result.body, result.url)
             if not links:
