@@ -1,9 +1,9 @@
 """The operator's view of a project: `run_daemon.py status`, and the status page's table.
 
 collect() reads what the daemon leaves in STAGING_DIR (state.json, daemon.json, daemon.lock, the
-staging CSVs and the jobs' link files) and returns one plain dict; it never writes and never takes
-the daemon's lock, so it runs beside a working daemon. format_text() lays that dict out for an
-80-column terminal, worst sources first.
+staging CSVs and the jobs' link files) and returns one StatusView (status_view.py); it never writes and
+never takes the daemon's lock, so it runs beside a working daemon. format_text() lays that view out for
+an 80-column terminal, worst sources first.
 """
 from __future__ import annotations
 
@@ -27,6 +27,18 @@ from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
 from ..sources.state import SourceState, iso, read_states
 from .control import daemon_pid
+from .status_view import (
+    DaemonStatus,
+    HashesStatus,
+    HashFile,
+    JobStatus,
+    LastFlush,
+    SourceStatus,
+    StateDamage,
+    StateFileStatus,
+    StatusView,
+    TableStaged,
+)
 
 LINK_STATUSES = ("pending", "done", "retry", "refused", "gone", "dead")
 # Worst first: the order of the table, and of the states a source can be in.
@@ -58,17 +70,17 @@ class RowCounter:
         self._cache[path] = (key, count)
         return count
 
-    def table(self, staging_csv: Path) -> dict:
-        """Rows waiting for one table: the staging CSV and the batches of flushes not yet committed."""
+    def table(self, table: str, staging_csv: Path) -> TableStaged:
+        """Rows waiting for `table`: the staging CSV and the batches of flushes not yet committed."""
         batches, _ = batch_files(staging_csv)  # a look-alike (a pasted copy) is not loaded, so not waiting
         live = {staging_csv, *batches}
         for gone in [p for p in self._cache if p.parent == staging_csv.parent and p not in live]:
             del self._cache[gone]
-        return {"rows": sum(self.rows(p) for p in [*batches, staging_csv]), "batches": len(batches)}
+        return TableStaged(table, sum(self.rows(p) for p in [*batches, staging_csv]), len(batches))
 
 
-def collect(settings: Settings, now: float, counter: RowCounter | None = None) -> dict:
-    """Everything the status view shows, as a JSON-ready dict (times in ISO 8601 UTC)."""
+def collect(settings: Settings, now: float, counter: RowCounter | None = None) -> StatusView:
+    """Everything the status view shows (times in ISO 8601 UTC)."""
     counter = counter or RowCounter()
     staging = settings.staging_dir
     states, damage, group_links = source_states(settings, now)
@@ -77,35 +89,24 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
     running = pid is not None and info.get("pid") == pid and bool(info.get("running", True))
     started = epoch_of(info.get("started"))
     sources = [_source_view(s, states.get(s.name), settings, now) for s in settings.sources]
-    sources.sort(key=lambda v: (RANK[v["state_kind"]], -v["failures"], v["name"]))
-    tables = [{"table": "items", **counter.table(staging / "staging.csv")}]
+    sources.sort(key=lambda v: (RANK[v.state_kind], -v.failures, v.name))
+    tables = [counter.table("items", staging / "staging.csv")]
     jobs = []
     for job in settings.link_jobs:
         folder = job_folder(staging, job.name)
-        tables.append({"table": job.name, **counter.table(folder / "staging.csv")})
+        tables.append(counter.table(job.name, folder / "staging.csv"))
         counts = group_links[job.name] if group_links is not None else \
             LinkFile(folder, job.name, read_only=True).counts()
-        jobs.append({"name": job.name, "enabled": job.enabled, "links": {k: counts.get(k, 0) for k in LINK_STATUSES}})
-    return {
-        "now": iso(now),
-        "params": str(settings.params_path),
-        "daemon": {
-            "running": running,
-            "pid": pid if running else info.get("pid"),
-            "started": info.get("started"),
-            "uptime_seconds": round(now - started) if running and started else None,
-            "updated": info.get("updated"),
-            "status_page": info.get("status_listen") if running else None,
-        },
-        "last_flush": info.get("last_flush"),
-        "flushes": info.get("flushes", []),
-        "totals": info.get("totals", {}),
-        "staged": tables,
-        "hashes": _hashes_view(settings, now),
-        "state_file": _state_file_view(staging / "state.json", damage, running=running),
-        "sources": sources,
-        "jobs": jobs,
-    }
+        jobs.append(JobStatus(job.name, job.enabled, {k: counts.get(k, 0) for k in LINK_STATUSES}))
+    daemon = DaemonStatus(running=running, pid=pid if running else info.get("pid"), started=info.get("started"),
+                          uptime_seconds=round(now - started) if running and started else None,
+                          updated=info.get("updated"), status_page=info.get("status_listen") if running else None)
+    last_flush: LastFlush | None = info.get("last_flush")
+    return StatusView(now=iso(now), params=str(settings.params_path), daemon=daemon, last_flush=last_flush,
+                      flushes=info.get("flushes", []), totals=info.get("totals", {}), staged=tables,
+                      hashes=_hashes_view(settings, now),
+                      state_file=_state_file_view(staging / "state.json", damage, running=running),
+                      sources=sources, jobs=jobs)
 
 
 def source_states(settings: Settings, now: float) -> tuple[dict[str, SourceState], list[tuple[str | None, str]],
@@ -125,7 +126,7 @@ def source_states(settings: Settings, now: float) -> tuple[dict[str, SourceState
     return states, damage, None
 
 
-def _state_file_view(path: Path, damage: list[tuple[str | None, str]], *, running: bool) -> dict | None:
+def _state_file_view(path: Path, damage: list[tuple[str | None, str]], *, running: bool) -> StateFileStatus | None:
     """state.json's damage (a hand edit, a disk error), with what the daemon does about it; None when
     it is whole. Without this a damaged file shows every source as 'not polled yet' and says nothing."""
     if not damage:
@@ -139,15 +140,14 @@ def _state_file_view(path: Path, damage: list[tuple[str | None, str]], *, runnin
                   "(validators, failures, history); to keep them, mend it before starting")
     else:
         action = "the next start resets what is damaged (a line each in errors.log) and keeps the rest"
-    return {"path": str(path), "whole": whole, "damage": [{"source": name, "what": what} for name, what in damage],
-            "action": action}
+    return StateFileStatus(str(path), whole, [StateDamage(name, what) for name, what in damage], action)
 
 
-def _hashes_view(settings: Settings, now: float) -> dict:
+def _hashes_view(settings: Settings, now: float) -> HashesStatus:
     """Each table's hash file (DEDUP = "hashfile"): its size, hashes, and span, from the oldest mark
     (parser/pipeline/hash_window.py: when the oldest line was written, at the latest) to now; and the window."""
     window = settings.unique_window
-    view = {"window": duration_text(window) if window else None, "window_seconds": window, "files": []}
+    view = HashesStatus(duration_text(window) if window else None, window, [])
     if settings.dedup != "hashfile":
         return view
     line_length = hashlib.new(settings.hash).digest_size * 2 + 1
@@ -161,13 +161,12 @@ def _hashes_view(settings: Settings, now: float) -> dict:
             size = 0
         marks = read_marks(marks_path(path)) if size else []
         since = marks[0].at if marks else None
-        view["files"].append({"table": table, "file": str(path), "bytes": size, "hashes": size // line_length,
-                              "since": iso(since) if since else None,
-                              "span_seconds": round(max(now - since, 0)) if since else None})
+        view.files.append(HashFile(table, str(path), size, size // line_length, iso(since) if since else None,
+                                   round(max(now - since, 0)) if since else None))
     return view
 
 
-def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> dict:
+def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> SourceStatus:
     if state is None or state.url != source.url:
         state = SourceState(url=source.url)  # the daemon drops a state whose address changed, too
     kind, label = _state_of(source, state, settings, now)
@@ -175,26 +174,14 @@ def _source_view(source: Source, state: SourceState | None, settings: Settings, 
     if protocol_of(source).polled and kind != "disabled":
         next_poll = iso(max(state.next_due, state.not_before, 0.0)) if state.last_poll else None
     since = datetime.fromtimestamp(now - 24 * 3600, UTC).strftime("%Y-%m-%dT%H")
-    return {
-        "name": source.name,
-        "protocol": source.protocol,
-        "tags": list(source.tags),
-        "url": redact_url(source.url),
-        "state": label,
-        "state_kind": kind,
-        "failures": state.failures,
-        "dead": kind in ("dead", "gone"),
-        "last_status": state.last_status,
-        "last_outcome": state.last_outcome,
-        "last_poll": state.last_poll,
-        "last_success": state.last_success,
-        "last_new": state.last_new,
-        "new_24h": sum(h[1] for h in state.hourly if h[0] >= since),
-        "next_poll": next_poll,
-        "held_until": iso(state.not_before) if state.not_before > now else None,
-        "hourly": state.hourly,
-        "totals": state.totals,
-    }
+    return SourceStatus(
+        name=source.name, protocol=source.protocol, tags=list(source.tags), url=redact_url(source.url),
+        state=label, state_kind=kind, failures=state.failures, dead=kind in ("dead", "gone"),
+        last_status=state.last_status, last_outcome=state.last_outcome, last_poll=state.last_poll,
+        last_success=state.last_success, last_new=state.last_new,
+        new_24h=sum(h[1] for h in state.hourly if h[0] >= since), next_poll=next_poll,
+        held_until=iso(state.not_before) if state.not_before > now else None,
+        hourly=state.hourly, totals=state.totals)
 
 
 def _state_of(source: Source, state: SourceState, settings: Settings, now: float) -> tuple[str, str]:
@@ -217,29 +204,29 @@ def _state_of(source: Source, state: SourceState, settings: Settings, now: float
 
 
 # -- text ------------------------------------------------------------------------------------------
-def format_text(view: dict) -> str:
-    now = epoch_of(view["now"]) or 0.0
-    lines = [_daemon_line(view, now), *_state_file_lines(view.get("state_file")), *_flush_line(view, now).split("\n"),
-             _staged_line(view), *_hashes_lines(view["hashes"]), ""]
+def format_text(view: StatusView) -> str:
+    now = epoch_of(view.now) or 0.0
+    lines = [_daemon_line(view.daemon, now), *_state_file_lines(view.state_file),
+             *_flush_line(view.last_flush, now).split("\n"), _staged_line(view.staged), *_hashes_lines(view.hashes), ""]
     head = f"{'SOURCE':<17} {'PROTO':<6} {'STATE':<15} {'POLLED':>6} {'OK':>6} {'NEW':>6} {'24H':>5} {'NEXT':>6}"
     lines.append(head)
-    for s in view["sources"]:
-        nxt = _until(s["next_poll"], now) if s["next_poll"] else "-"
-        lines.append(f"{_cut(s['name'], 17):<17} {PROTOCOL_SHORT.get(s['protocol'], s['protocol'])[:6]:<6} "
-                     f"{_cut(s['state'], 15):<15} {_ago(s['last_poll'], now):>6} {_ago(s['last_success'], now):>6} "
-                     f"{_ago(s['last_new'], now):>6} {s['new_24h']:>5} {nxt:>6}")
-    if not view["sources"]:
+    for s in view.sources:
+        nxt = _until(s.next_poll, now) if s.next_poll else "-"
+        lines.append(f"{_cut(s.name, 17):<17} {PROTOCOL_SHORT.get(s.protocol, s.protocol)[:6]:<6} "
+                     f"{_cut(s.state, 15):<15} {_ago(s.last_poll, now):>6} {_ago(s.last_success, now):>6} "
+                     f"{_ago(s.last_new, now):>6} {s.new_24h:>5} {nxt:>6}")
+    if not view.sources:
         lines.append("(no sources)")
-    problems = [s for s in view["sources"] if s["failures"] and s["last_outcome"]]
+    problems = [(s.name, s.last_outcome) for s in view.sources if s.failures and s.last_outcome]
     if problems:
         lines += ["", "last errors:"]
-        lines += [_cut(f"  {s['name']}: {s['last_outcome'].removeprefix('error: ')}", 80) for s in problems]
-    lines += _tags_lines(view["sources"])
-    if view["jobs"]:
+        lines += [_cut(f"  {name}: {outcome.removeprefix('error: ')}", 80) for name, outcome in problems]
+    lines += _tags_lines(view.sources)
+    if view.jobs:
         lines += ["", f"{'JOB':<23}" + "".join(f"{k.upper():>9}" for k in LINK_STATUSES)]
-        for job in view["jobs"]:
-            name = job["name"] + ("" if job["enabled"] else " (off)")
-            lines.append(f"{_cut(name, 23):<23}" + "".join(f"{job['links'][k]:>9}" for k in LINK_STATUSES))
+        for job in view.jobs:
+            name = job.name + ("" if job.enabled else " (off)")
+            lines.append(f"{_cut(name, 23):<23}" + "".join(f"{job.links[k]:>9}" for k in LINK_STATUSES))
     lines.append("")
     lines.append("POLLED, OK, NEW: time since the last poll, last success, last new entry;")
     lines.append("24H: entries staged in the last 24 h; NEXT: time until the next poll")
@@ -248,47 +235,45 @@ def format_text(view: dict) -> str:
     return "\n".join(_cut(printable(line), 80) for line in lines) + "\n"
 
 
-def _tags_lines(sources: list[dict]) -> list[str]:
+def _tags_lines(sources: list[SourceStatus]) -> list[str]:
     """A line a tag, with its sources in the table's order: what `--tag NAME` would run."""
     tagged: dict[str, list[str]] = {}
     for s in sources:
-        for tag in s["tags"]:
-            tagged.setdefault(tag, []).append(s["name"])
+        for tag in s.tags:
+            tagged.setdefault(tag, []).append(s.name)
     if not tagged:
         return []
     return ["", "tags:", *(f"  {tag}: {', '.join(names)}" for tag, names in sorted(tagged.items()))]
 
 
-def _daemon_line(view: dict, now: float) -> str:
-    d = view["daemon"]
-    if d["running"]:
-        up = _duration(d["uptime_seconds"]) if d["uptime_seconds"] is not None else "?"
-        page = f"; page {d['status_page']}" if d["status_page"] else ""
-        return f"daemon: running, pid {d['pid']}, up {up}{page}"
-    if d["pid"]:
-        return f"daemon: NOT RUNNING (pid {d['pid']} last wrote its status {_ago(d['updated'], now)} ago)"
+def _daemon_line(d: DaemonStatus, now: float) -> str:
+    if d.running:
+        up = _duration(d.uptime_seconds) if d.uptime_seconds is not None else "?"
+        page = f"; page {d.status_page}" if d.status_page else ""
+        return f"daemon: running, pid {d.pid}, up {up}{page}"
+    if d.pid:
+        return f"daemon: NOT RUNNING (pid {d.pid} last wrote its status {_ago(d.updated, now)} ago)"
     return "daemon: NOT RUNNING (it has not run on this staging folder)"
 
 
-def _state_file_lines(state_file: dict | None, most: int = 5) -> list[str]:
+def _state_file_lines(state_file: StateFileStatus | None, most: int = 5) -> list[str]:
     """What is wrong with state.json, and what the daemon does about it, in lines of 80 columns."""
     if not state_file:
         return []
-    name = Path(state_file["path"]).name
-    if state_file["whole"]:
+    name = Path(state_file.path).name
+    if state_file.whole:
         lines = [f"{name} in STAGING_DIR is DAMAGED, read as empty",
                  "  so every source below shows 'not polled yet', whatever it was"]
     else:
         lines = [f"{name} in STAGING_DIR is DAMAGED in places"]
-    for entry in state_file["damage"][:most]:
-        lines.append(f"  {entry['source'] + ': ' if entry['source'] else ''}{entry['what']}")
-    if len(state_file["damage"]) > most:
-        lines.append(f"  and {len(state_file['damage']) - most} more (`status --json` lists them)")
-    return lines + [*textwrap.wrap(state_file["action"], 78, initial_indent="  ", subsequent_indent="  ")]
+    for entry in state_file.damage[:most]:
+        lines.append(f"  {entry.source + ': ' if entry.source else ''}{entry.what}")
+    if len(state_file.damage) > most:
+        lines.append(f"  and {len(state_file.damage) - most} more (`status --json` lists them)")
+    return lines + [*textwrap.wrap(state_file.action, 78, initial_indent="  ", subsequent_indent="  ")]
 
 
-def _flush_line(view: dict, now: float) -> str:
-    f = view["last_flush"]
+def _flush_line(f: LastFlush | None, now: float) -> str:
     if not f:
         return "last flush: none yet"
     if f["ok"]:
@@ -298,26 +283,26 @@ def _flush_line(view: dict, now: float) -> str:
     return f"last flush: {_ago(f['at'], now)} ago ({f['why']}) FAILED:\n  {f.get('error') or '?'}"
 
 
-def _staged_line(view: dict) -> str:
+def _staged_line(staged: list[TableStaged]) -> str:
     parts = []
-    for t in view["staged"]:
-        batches = f" ({t['batches']} batch{'es' if t['batches'] != 1 else ''} from an unfinished flush)" \
-            if t["batches"] else ""
-        parts.append(f"{t['table']} {t['rows']}{batches}")
+    for t in staged:
+        batches = f" ({t.batches} batch{'es' if t.batches != 1 else ''} from an unfinished flush)" \
+            if t.batches else ""
+        parts.append(f"{t.table} {t.rows}{batches}")
     return "staged rows waiting for the database: " + ", ".join(parts)
 
 
-def _hashes_lines(hashes: dict) -> list[str]:
+def _hashes_lines(hashes: HashesStatus) -> list[str]:
     """A line a hash file: 'hashes items: 12,345, 0.70 MB, span 12d03h since 2026-11-22, window 400d'."""
-    window = f"window {hashes['window']}" if hashes["window"] else "no window"
+    window = f"window {hashes.window}" if hashes.window else "no window"
     lines = []
-    for f in hashes["files"]:
-        if not f["bytes"]:
-            lines.append(f"hashes {f['table']}: none yet, {window}")
+    for f in hashes.files:
+        if not f.bytes:
+            lines.append(f"hashes {f.table}: none yet, {window}")
             continue
-        span = f"span {_duration(f['span_seconds'])} since {f['since'][:10]}" if f["since"] \
+        span = f"span {_duration(f.span_seconds or 0)} since {f.since[:10]}" if f.since \
             else "span unknown (no marks yet)"
-        lines.append(f"hashes {f['table']}: {f['hashes']:,}, {size_text(f['bytes'])}, {span}, {window}")
+        lines.append(f"hashes {f.table}: {f.hashes:,}, {size_text(f.bytes)}, {span}, {window}")
     return lines
 
 
@@ -361,7 +346,7 @@ def print_status(settings: Settings, *, as_json: bool, now: float, out: TextIO) 
     """`run_daemon.py status [--json]`: print the view; exit code 0 (reading never fails the daemon)."""
     view = collect(settings, now)
     if as_json:
-        json.dump(view, out, indent=1)
+        json.dump(view.as_json(), out, indent=1)
         out.write("\n")
     else:
         out.write(format_text(view))

@@ -25,6 +25,7 @@ from ..core.runinfo import Health
 from ..settings.params import Settings
 from ..sources.state import HISTORY_HOURS
 from .status import LINK_STATUSES, PROTOCOL_SHORT, RowCounter, collect, epoch_of, format_text
+from .status_view import StatusView
 
 log = logging.getLogger("parser")
 MAX_CLIENTS = 8              # connections served at once; one more is closed at once
@@ -114,7 +115,7 @@ class StatusPage:
         self.httpd.server_close()
 
     # -- answers --------------------------------------------------------------------------------
-    def view(self) -> dict:
+    def view(self) -> StatusView:
         with self._collect_lock:
             return collect(self.settings, self.clock(), self.counter)
 
@@ -130,7 +131,7 @@ class StatusPage:
                 status, ctype, body = (200 if ok else 503), "text/plain; charset=utf-8", (reason + "\n").encode()
             elif path in ("/status.json", "/status.txt"):
                 view = self.view()
-                text = json.dumps(view, indent=1) if path.endswith("json") else format_text(view)
+                text = json.dumps(view.as_json(), indent=1) if path.endswith("json") else format_text(view)
                 status, ctype = 200, "application/json" if path.endswith("json") else "text/plain; charset=utf-8"
                 body = text.encode()
             else:
@@ -192,20 +193,18 @@ def _counters(whose: str) -> list[tuple[str, str, str]]:
 class _ViewCollector:
     """prometheus_client asks collect() for metric families; we build them from one status view."""
 
-    def __init__(self, view: dict):
+    def __init__(self, view: StatusView):
         self.view = view
 
     def collect(self) -> Iterable:
         v = self.view
-        totals = v["totals"]
         for name, key, doc in _counters("daemon"):
-            yield CounterMetricFamily(name, doc, value=float(totals.get(key, 0)))
-        daemon = v["daemon"]
-        yield GaugeMetricFamily("parser_up", "1 while the daemon runs", value=1.0 if daemon["running"] else 0.0)
-        started = epoch_of(daemon.get("started"))
+            yield CounterMetricFamily(name, doc, value=float(v.totals.get(key, 0)))
+        yield GaugeMetricFamily("parser_up", "1 while the daemon runs", value=1.0 if v.daemon.running else 0.0)
+        started = epoch_of(v.daemon.started)
         if started:
             yield GaugeMetricFamily("parser_start_time_seconds", "When the daemon started (epoch)", value=started)
-        flush = v.get("last_flush")
+        flush = v.last_flush
         if flush:
             yield GaugeMetricFamily("parser_last_flush_success", "1 if the last flush succeeded",
                                     value=1.0 if flush["ok"] else 0.0)
@@ -214,33 +213,33 @@ class _ViewCollector:
             yield GaugeMetricFamily("parser_last_flush_timestamp_seconds", "When the last flush ended (epoch)",
                                     value=epoch_of(flush["at"]) or 0.0)
         staged = GaugeMetricFamily("parser_staged_rows", "Rows staged and not yet in the database", labels=["table"])
-        for t in v["staged"]:
-            staged.add_metric([t["table"]], float(t["rows"]))
+        for t in v.staged:
+            staged.add_metric([t.table], float(t.rows))
         yield staged
-        sources = v["sources"][:MAX_SOURCE_SERIES]
+        sources = v.sources[:MAX_SOURCE_SERIES]
         for name, key, doc in _counters("source"):
             family = CounterMetricFamily(name, doc, labels=["source"])
             for s in sources:
-                family.add_metric([s["name"]], float(s["totals"].get(key, 0)))
+                family.add_metric([s.name], float(s.totals.get(key, 0)))
             yield family
         failures = GaugeMetricFamily("parser_source_failures", "Failures in a row", labels=["source"])
         dead = GaugeMetricFamily("parser_source_dead", "1 when the source is dead or gone", labels=["source"])
         last_ok = GaugeMetricFamily("parser_source_last_success_timestamp_seconds", "Last successful poll (epoch)",
                                     labels=["source"])
         for s in sources:
-            failures.add_metric([s["name"]], float(s["failures"]))
-            dead.add_metric([s["name"]], 1.0 if s["dead"] else 0.0)
-            if s["last_success"]:
-                last_ok.add_metric([s["name"]], epoch_of(s["last_success"]) or 0.0)
+            failures.add_metric([s.name], float(s.failures))
+            dead.add_metric([s.name], 1.0 if s.dead else 0.0)
+            if s.last_success:
+                last_ok.add_metric([s.name], epoch_of(s.last_success) or 0.0)
         yield from (failures, dead, last_ok)
         links = GaugeMetricFamily("parser_job_links", "Links of a two-pass job by status", labels=["job", "status"])
-        for job in v["jobs"]:
+        for job in v.jobs:
             for status in LINK_STATUSES:
-                links.add_metric([job["name"], status], float(job["links"][status]))
+                links.add_metric([job.name, status], float(job.links[status]))
         yield links
 
 
-def render_metrics(view: dict) -> bytes:
+def render_metrics(view: StatusView) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_ViewCollector(view))
     return generate_latest(registry)
@@ -258,53 +257,53 @@ tr.disabled td{color:#999} .meta{color:#555} .err{color:#a00;font-size:.9em}
 """
 
 
-def render_page(view: dict) -> str:
+def render_page(view: StatusView) -> str:
     e = html.escape
-    d = view["daemon"]
-    now = epoch_of(view["now"]) or 0.0
+    d = view.daemon
+    now = epoch_of(view.now) or 0.0
     # The text view's summary lines (daemon, last flush, staged rows): the same words as the terminal.
     summary = format_text(view).split("\n\n", 1)[0].split("\n")
     head = [f"<p class=meta>{e(line)}</p>" for line in summary]
     rows = []
     hours = _hour_index(now, PLOT_HOURS)
-    series = {s["name"]: _hourly_series(s["hourly"], hours) for s in view["sources"]}
-    for s in view["sources"]:
-        spark = sparkline([n for n, _ in series[s["name"]][-72:]], 120, 18)
+    series = {s.name: _hourly_series(s.hourly, hours) for s in view.sources}
+    for s in view.sources:
+        spark = sparkline([n for n, _ in series[s.name][-72:]], 120, 18)
         rows.append(
-            f"<tr class='{e(s['state_kind'].replace(' ', '-'))}'><td>{e(s['name'])}</td>"
-            f"<td>{e(PROTOCOL_SHORT.get(s['protocol'], s['protocol']))}</td><td>{e(s['state'])}</td>"
-            f"<td>{_when(s['last_poll'])}</td><td>{_when(s['last_success'])}</td><td>{_when(s['last_new'])}</td>"
-            f"<td class=n>{s['new_24h']}</td><td>{_when(s['next_poll'])}</td><td>{spark}</td></tr>")
-        if s["failures"] and s["last_outcome"]:
-            rows.append(f"<tr class='{e(s['state_kind'])} detail'><td></td><td colspan=8 class=err>"
-                        f"{e(s['last_outcome'])}</td></tr>")
-    jobs = "".join(f"<tr><td>{e(j['name'])}</td>" + "".join(f"<td class=n>{j['links'][k]}</td>" for k in LINK_STATUSES)
-                   + "</tr>" for j in view["jobs"])
+            f"<tr class='{e(s.state_kind.replace(' ', '-'))}'><td>{e(s.name)}</td>"
+            f"<td>{e(PROTOCOL_SHORT.get(s.protocol, s.protocol))}</td><td>{e(s.state)}</td>"
+            f"<td>{_when(s.last_poll)}</td><td>{_when(s.last_success)}</td><td>{_when(s.last_new)}</td>"
+            f"<td class=n>{s.new_24h}</td><td>{_when(s.next_poll)}</td><td>{spark}</td></tr>")
+        if s.failures and s.last_outcome:
+            rows.append(f"<tr class='{e(s.state_kind)} detail'><td></td><td colspan=8 class=err>"
+                        f"{e(s.last_outcome)}</td></tr>")
+    jobs = "".join(f"<tr><td>{e(j.name)}</td>" + "".join(f"<td class=n>{j.links[k]}</td>" for k in LINK_STATUSES)
+                   + "</tr>" for j in view.jobs)
     new_total = [0] * PLOT_HOURS
     err_total = [0] * PLOT_HOURS
-    for s in view["sources"]:
-        for i, (n, errs) in enumerate(series[s["name"]]):
+    for s in view.sources:
+        for i, (n, errs) in enumerate(series[s.name]):
             new_total[i] += n
             err_total[i] += errs
-    flushes = view["flushes"][-100:]
+    flushes = view.flushes[-100:]
     plots = [
         ("New entries per hour, all sources, last 7 days", bar_chart(new_total, "#2a7ab8")),
         ("Errors per hour, last 7 days", bar_chart(err_total, "#c0392b")),
         ("Rows per flush, last 100 flushes (red: failed)",
          bar_chart([f[1] for f in flushes], "#3a9d5d", marks=[not f[3] for f in flushes], slots=100)),
     ]
-    title = "parser status" + (f" — pid {d['pid']}" if d["running"] else " — daemon not running")
+    title = "parser status" + (f" — pid {d.pid}" if d.running else " — daemon not running")
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width,initial-scale=1'>"
         f"<meta http-equiv=refresh content=60><title>{e(title)}</title><style>{STYLE}</style></head><body>"
-        f"<h1>{e(title)}</h1>{''.join(head)}<p class=meta>params: {e(view['params'])}; as of {e(view['now'])}</p>"
+        f"<h1>{e(title)}</h1>{''.join(head)}<p class=meta>params: {e(view.params)}; as of {e(view.now)}</p>"
         "<h2>Sources (worst first)</h2><table id=sources><thead><tr><th>source</th><th>proto</th><th>state</th>"
         "<th>polled</th><th>last ok</th><th>last new</th><th>24 h</th><th>next poll</th>"
         "<th>new/hour, 3 days</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
         + ("<h2>Two-pass jobs: links</h2><table id=jobs><thead><tr><th>job</th>"
            + "".join(f"<th>{k}</th>" for k in LINK_STATUSES) + "</tr></thead><tbody>" + jobs + "</tbody></table>"
-           if view["jobs"] else "")
+           if view.jobs else "")
         + "<h2>History</h2><div class=plots>"
         + "".join(f"<figure>{svg}<figcaption>{e(cap)}</figcaption></figure>" for cap, svg in plots)
         + "</div><p class=meta>Also: <a href=/metrics>/metrics</a>, <a href=/healthz>/healthz</a>, "

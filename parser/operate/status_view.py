@@ -1,0 +1,119 @@
+"""The status view as values: what `status`, `status --json`, the status page and `/metrics` all read.
+
+status.collect() builds one StatusView; each reader takes the attributes it shows, so a field renamed or
+dropped is an error the type checker finds in every reader, not a KeyError on a page at run time.
+as_json() is the `status --json` and `/status.json` document: the fields in this order, nested as here.
+What daemon.json holds (the last flush, the counters) arrives as JSON and is typed as the dicts it is.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, TypedDict
+
+
+class LastFlush(TypedDict):
+    """daemon.json's last flush (core/runinfo.RunInfo.flushed)."""
+    at: str
+    why: str
+    ok: bool
+    rows: int
+    already: int
+    seconds: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class DaemonStatus:
+    running: bool
+    pid: int | None
+    started: str | None          # ISO 8601 UTC, as every time in the view
+    uptime_seconds: int | None   # while it runs
+    updated: str | None          # when it last wrote daemon.json
+    status_page: str | None      # the page's address while it runs
+
+
+@dataclass(frozen=True)
+class TableStaged:
+    """Rows waiting for one table: its staging CSV and the batches of flushes not yet committed."""
+    table: str
+    rows: int
+    batches: int
+
+
+@dataclass(frozen=True)
+class HashFile:
+    table: str
+    file: str
+    bytes: int
+    hashes: int
+    since: str | None            # the oldest mark: the oldest line was written then, at the latest
+    span_seconds: int | None
+
+
+@dataclass(frozen=True)
+class HashesStatus:
+    window: str | None           # UNIQUE_WINDOW as a person writes it; None: no window
+    window_seconds: float | None
+    files: list[HashFile]        # none unless DEDUP = "hashfile"
+
+
+@dataclass(frozen=True)
+class StateDamage:
+    source: str | None           # None: the file as a whole
+    what: str
+
+
+@dataclass(frozen=True)
+class StateFileStatus:
+    """state.json's damage (a hand edit, a disk error) and what the daemon does about it."""
+    path: str
+    whole: bool
+    damage: list[StateDamage]
+    action: str
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    name: str
+    protocol: str
+    tags: list[str]
+    url: str                     # credentials redacted
+    state: str                   # what a person reads: "failing 3", "ok, 304"
+    state_kind: str              # what sorts and colours: a key of status.RANK
+    failures: int
+    dead: bool
+    last_status: int | None
+    last_outcome: str | None
+    last_poll: str | None
+    last_success: str | None
+    last_new: str | None
+    new_24h: int
+    next_poll: str | None
+    held_until: str | None
+    hourly: list[list[Any]]      # [hour, new, errors], oldest first (sources/state.py)
+    totals: dict[str, int]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    name: str
+    enabled: bool
+    links: dict[str, int]        # a count for each of status.LINK_STATUSES
+
+
+@dataclass(frozen=True)
+class StatusView:
+    now: str
+    params: str
+    daemon: DaemonStatus
+    last_flush: LastFlush | None
+    flushes: list[list[Any]]     # [at, rows, seconds, ok], oldest first (core/runinfo.py)
+    totals: dict[str, float]
+    staged: list[TableStaged]
+    hashes: HashesStatus
+    state_file: StateFileStatus | None
+    sources: list[SourceStatus]  # worst first
+    jobs: list[JobStatus]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
