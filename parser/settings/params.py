@@ -256,9 +256,11 @@ def _refuse_lowercase_settings(found: Mapping[str, Any], values: Mapping[str, An
     one's own is welcome under any other name."""
     meant = [k for k, v in found.items() if not k.isupper() and k.upper() in DEFAULTS and k.upper() not in values
              and not callable(v) and not isinstance(v, types.ModuleType)]
-    if meant:
-        raise SettingsError("\n".join(f"{path.name}: {k}: settings are read in UPPERCASE only; did you mean "
-                                      f"{k.upper()}? (a helper value of your own needs another name)" for k in meant))
+    problems = Problems(path.name)
+    for k in meant:  # not a close match but the very name in capitals: no did_you_mean needed
+        problems.add(k, f"settings are read in UPPERCASE only; did you mean {k.upper()}? (a helper value of your "
+                     "own needs another name)")
+    problems.raise_if_any()
 
 
 def _check_values(v: Mapping[str, Any], base: Path, problems: Problems) -> Any:
