@@ -10,11 +10,12 @@ changed later lets it in. Patterns are Python `re`, searched anywhere in the fie
 """
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from ..core.problems import did_you_mean
 
 FILTER_FIELDS = ("title", "link", "author", "summary", "content")
 
@@ -30,8 +31,7 @@ def compile_rules(raw: Any) -> Rules:
     rules = []
     for field, pattern in raw.items():
         if field not in FILTER_FIELDS:
-            close = difflib.get_close_matches(str(field), FILTER_FIELDS, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"fields: {', '.join(FILTER_FIELDS)}"
+            hint = did_you_mean(field, FILTER_FIELDS) or f"fields: {', '.join(FILTER_FIELDS)}"
             raise ValueError(f"{field!r} is not an entry field a rule can match ({hint})")
         if not isinstance(pattern, str):
             raise ValueError(f"{field}: the pattern must be a string (a regular expression), got {pattern!r}")

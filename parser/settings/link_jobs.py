@@ -1,12 +1,12 @@
 """LINK_JOBS: each two-pass job checked into a frozen LinkJob, with messages naming the job and key.
 
-Called by settings/params.py, which owns the reporting: `add(where, what)` collects a problem.
+Called by settings/params.py with its Problems (parser/core/problems.py): each problem is added with
+`where` naming the job, so every message says which job it is about.
 """
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -19,6 +19,7 @@ from linkgen.templates import NumberRange, Values, count_links, expand, parse_va
 
 from ..adapters.extract import compile_selector
 from ..adapters.field_types import FIELD_TYPES, KIND_OF
+from ..core.problems import Problems, unknown_key
 from ..core.setting_values import as_seconds, duration_problem, http_url, seconds_problem, whole_problem
 
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
@@ -65,74 +66,71 @@ class LinkJob:
         return {name: KIND_OF[kind] for name, kind in self.types.items()}
 
 
-def check_link_jobs(raw: Any, add: Callable[[str, str], None]) -> list[LinkJob]:
+def check_link_jobs(raw: Any, problems: Problems) -> list[LinkJob]:
     if not isinstance(raw, (list, tuple)):
-        add("LINK_JOBS", f"must be a list of dicts, got {type(raw).__name__}")
+        problems.add("LINK_JOBS", f"must be a list of dicts, got {type(raw).__name__}")
         return []
     jobs: list[LinkJob] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
-            add(f"LINK_JOBS[{i}]", f"must be a dict, got {type(item).__name__}")
+            problems.add(f"LINK_JOBS[{i}]", f"must be a dict, got {type(item).__name__}")
             continue
         name = item.get("name")
         where = f"LINK_JOBS[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
-        problems: list[str] = []
-        job = _check_job(item, problems)
-        for what in problems:
-            add(where, what)
+        job = _check_job(item, where, problems)  # None when the job has a problem
         if isinstance(name, str) and name in seen:
-            add(where, f"duplicate job name {name!r}")
+            problems.add(where, f"duplicate job name {name!r}")
         if isinstance(name, str):  # a list as a name is reported above; it cannot go in a set
             seen.add(name)
-        if job is not None and not problems:
+        if job is not None:
             jobs.append(job)
     return jobs
 
 
-def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
-    _unknown_keys(item, JOB_KEYS, "", problems)
+def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJob | None:
+    _unknown_keys(item, JOB_KEYS, "", where, problems)
     v = {**JOB_DEFAULTS, **item}
     v["interval"], v["delay"] = as_seconds(v["interval"]), as_seconds(v["delay"])  # "1d" as well as 86400
     name = v.get("name")
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
-        problems.append(f"name must be a table name: lowercase letters, digits and _, starting with a letter "
-                        f"or _, at most 63 characters; got {name!r}")
+        problems.add(where, f"name must be a table name: lowercase letters, digits and _, starting with a letter "
+                            f"or _, at most 63 characters; got {name!r}")
     elif name in RESERVED_TABLES:
-        problems.append(f"name {name!r} is {RESERVED_TABLES[name]}; choose another")
+        problems.add(where, f"name {name!r} is {RESERVED_TABLES[name]}; choose another")
     if not isinstance(v["enabled"], bool):
-        problems.append(f"enabled must be True or False, got {v['enabled']!r}")
+        problems.add(where, f"enabled must be True or False, got {v['enabled']!r}")
     for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
         if what:
-            problems.append(f"{key} {what}, got {v[key]!r}")
+            problems.add(where, f"{key} {what}, got {v[key]!r}")
     types: dict[str, str] = {}
-    fields = _check_fields(v.get("fields"), types, problems)
-    refresh = _check_refresh(item, problems)
+    fields = _check_fields(v.get("fields"), types, where, problems)
+    refresh = _check_refresh(item, where, problems)
     updates = item.get("updates")
     if "updates" in item and updates not in UPDATE_MODES:
-        problems.append(f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
+        problems.add(where, f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
     unique = v["unique_fields"]
     allowed = ("url", "fetched", *fields)
     if not (isinstance(unique, (list, tuple)) and unique and all(f in allowed for f in unique)):
-        problems.append(f"unique_fields must be a non-empty list of columns ({', '.join(allowed)}), got {unique!r}")
+        problems.add(where, f"unique_fields must be a non-empty list of columns ({', '.join(allowed)}), got {unique!r}")
 
     has_template, has_harvest = "template" in item, "harvest" in item
     if has_template == has_harvest:
-        problems.append("needs exactly one of 'template' (with 'values') or 'harvest'"
-                        + (", not both" if has_template else ""))
+        problems.add(where, "needs exactly one of 'template' (with 'values') or 'harvest'"
+                            + (", not both" if has_template else ""))
         return None
     template, values, stop, harvest = None, {}, None, None
     if has_template:
         for key in ("objects",):
             if key in item:
-                problems.append(f"{key!r} belongs to a harvest job; a template job fetches every link it makes")
-        template, values, stop = _check_template(v, problems)
+                problems.add(where, f"{key!r} belongs to a harvest job; a template job fetches every link it makes")
+        template, values, stop = _check_template(v, where, problems)
     else:
         for key in ("values", "stop_after_misses"):
             if key in item:
-                problems.append(f"{key!r} belongs to a template job, not a harvest")
-        harvest = _check_harvest(v.get("harvest"), item.get("objects"), problems)
-    if problems:
+                problems.add(where, f"{key!r} belongs to a template job, not a harvest")
+        harvest = _check_harvest(v.get("harvest"), item.get("objects"), where, problems)
+    if problems.has(where):
         return None
     return LinkJob(name=name, fields=MappingProxyType(fields), template=template,
                    values=MappingProxyType(values), stop_after_misses=stop, harvest=harvest,
@@ -140,7 +138,7 @@ def _check_job(item: Mapping[str, Any], problems: list[str]) -> LinkJob | None:
                    unique_fields=tuple(unique), types=MappingProxyType(types), refresh=refresh, updates=updates)
 
 
-def _check_refresh(item: Mapping[str, Any], problems: list[str]) -> float | None:
+def _check_refresh(item: Mapping[str, Any], where: str, problems: Problems) -> float | None:
     """`refresh`: a duration ("7d", "12h", "30s") or a number of seconds; absent or None: never."""
     raw = item.get("refresh")
     if raw is None:
@@ -148,151 +146,153 @@ def _check_refresh(item: Mapping[str, Any], problems: list[str]) -> float | None
     seconds = as_seconds(raw)
     what = duration_problem(raw) if isinstance(raw, str) else seconds_problem(seconds)
     if what:
-        problems.append(f"refresh {what}, got {raw!r}")
+        problems.add(where, f"refresh {what}, got {raw!r}")
         return None
     return float(seconds)
 
 
-def _field_selector(column: str, raw: Any, types: dict[str, str], problems: list[str]) -> Any:
+def _field_selector(column: str, raw: Any, types: dict[str, str], where: str, problems: Problems) -> Any:
     """A field's selector: the string itself, or a dict's `select` (its `type` kept in `types`)."""
     if not isinstance(raw, Mapping):
         return raw
-    _unknown_keys(raw, FIELD_KEYS, f"fields[{column!r}]: ", problems)
+    _unknown_keys(raw, FIELD_KEYS, f"fields[{column!r}]: ", where, problems)
     kind = raw.get("type", "text")
     if kind not in FIELD_TYPES:
-        problems.append(f"fields[{column!r}]: type must be one of {', '.join(map(repr, FIELD_TYPES))}, got {kind!r}")
+        problems.add(where, f"fields[{column!r}]: type must be one of {', '.join(map(repr, FIELD_TYPES))}, "
+                     f"got {kind!r}")
     elif "type" in raw:
         types[column] = kind
     return raw.get("select")
 
 
-def _check_fields(raw: Any, types: dict[str, str], problems: list[str]) -> dict[str, str]:
+def _check_fields(raw: Any, types: dict[str, str], where: str, problems: Problems) -> dict[str, str]:
     if not isinstance(raw, Mapping) or not raw:
-        problems.append("fields must be a non-empty dict {column: XPath or 'css:selector', or "
-                        "{'select': XPath or 'css:selector', 'type': 'number', 'date', 'text' or 'list'}}")
+        problems.add(where, "fields must be a non-empty dict {column: XPath or 'css:selector', or "
+                            "{'select': XPath or 'css:selector', 'type': 'number', 'date', 'text' or 'list'}}")
         return {}
     fields: dict[str, str] = {}
     for column, given in raw.items():
         if not isinstance(column, str) or not _IDENTIFIER.match(column):
-            problems.append(f"fields: {column!r} is not a column name (lowercase letters, digits and _)")
+            problems.add(where, f"fields: {column!r} is not a column name (lowercase letters, digits and _)")
             continue
         if column in RESERVED_COLUMNS:
-            problems.append(f"fields: {column!r} is filled by the parser itself; choose another column name")
+            problems.add(where, f"fields: {column!r} is filled by the parser itself; choose another column name")
             continue
-        selector = _field_selector(column, given, types, problems)
+        selector = _field_selector(column, given, types, where, problems)
         try:
             compile_selector(selector)
         except ValueError as exc:
-            problems.append(f"fields[{column!r}] {exc}: {selector!r}")
+            problems.add(where, f"fields[{column!r}] {exc}: {selector!r}")
             continue
         fields[column] = selector.strip()
     return fields
 
 
-def _check_template(v: Mapping[str, Any], problems: list[str]) -> tuple[str | None, dict[str, Values], int | None]:
+def _check_template(v: Mapping[str, Any], where: str,
+                    problems: Problems) -> tuple[str | None, dict[str, Values], int | None]:
     template, raw_values = v.get("template"), v.get("values", {})
     if not isinstance(template, str) or not template.strip():
-        problems.append(f"template must be a URL string with {{name}} placeholders, got {template!r}")
+        problems.add(where, f"template must be a URL string with {{name}} placeholders, got {template!r}")
         return None, {}, None
     try:
         names = placeholders(template)
     except ValueError as exc:
-        problems.append(f"template: {exc}")
+        problems.add(where, f"template: {exc}")
         return None, {}, None
     if not isinstance(raw_values, Mapping):
-        problems.append(f"values must be a dict {{placeholder: list, range or dict}}, got {raw_values!r}")
+        problems.add(where, f"values must be a dict {{placeholder: list, range or dict}}, got {raw_values!r}")
         return None, {}, None
     values: dict[str, Values] = {}
     for name in names:
         if name not in raw_values:
-            problems.append(f"values has no entry for the template's placeholder {{{name}}}")
+            problems.add(where, f"values has no entry for the template's placeholder {{{name}}}")
             continue
         try:
             values[name] = parse_values(raw_values[name])
         except ValueError as exc:
-            problems.append(f"values[{name!r}]: {exc}")
+            problems.add(where, f"values[{name!r}]: {exc}")
             values[name] = None  # type: ignore[assignment]
     for name in raw_values:
         if name not in names:
-            problems.append(f"values[{name!r}] is not used by the template")
-    if problems:
+            problems.add(where, f"values[{name!r}] is not used by the template")
+    if problems.has(where):
         return None, {}, None
     stop = v.get("stop_after_misses")
     ranges = [n for n, x in values.items() if isinstance(x, NumberRange)]
     if stop is not None:
         if what := whole_problem(stop):
-            problems.append(f"stop_after_misses {what}, got {stop!r}")
+            problems.add(where, f"stop_after_misses {what}, got {stop!r}")
         elif len(ranges) != 1:
-            problems.append(f"stop_after_misses needs exactly one number range in values, found {len(ranges)}")
+            problems.add(where, f"stop_after_misses needs exactly one number range in values, found {len(ranges)}")
     else:
         for n in ranges:
             if values[n].last is None:
-                problems.append(f"values[{n!r}] has no 'to': an open-ended range needs stop_after_misses")
-    if problems:
+                problems.add(where, f"values[{n!r}] has no 'to': an open-ended range needs stop_after_misses")
+    if problems.has(where):
         return None, {}, None
     today = datetime.now(UTC).date()
     size = count_links(values, today)
     if size is not None and size > MAX_TEMPLATE_LINKS:
-        problems.append(f"template gives {size:,} links, more than {MAX_TEMPLATE_LINKS:,}; split the job")
+        problems.add(where, f"template gives {size:,} links, more than {MAX_TEMPLATE_LINKS:,}; split the job")
         return None, {}, None
     try:
         first = next(expand(template, values, today=today, stop_after_misses=stop), None)
     except (ValueError, KeyError, IndexError, TypeError) as exc:
-        problems.append(f"template does not expand: {exc}")
+        problems.add(where, f"template does not expand: {exc}")
         return None, {}, None
     if first is not None and not _http_url(first.url):
-        problems.append(f"template must give http(s) URLs, gives {first.url!r}")
+        problems.add(where, f"template must give http(s) URLs, gives {first.url!r}")
     return template.strip(), values, stop
 
 
-def _check_harvest(raw: Any, job_objects: Any, problems: list[str]) -> HarvestSpec | None:
+def _check_harvest(raw: Any, job_objects: Any, where: str, problems: Problems) -> HarvestSpec | None:
     if not isinstance(raw, Mapping):
-        problems.append(f"harvest must be a dict with 'root' and the job's 'objects', got {type(raw).__name__}")
+        problems.add(where, f"harvest must be a dict with 'root' and the job's 'objects', got {type(raw).__name__}")
         return None
-    _unknown_keys(raw, HARVEST_KEYS, "harvest: ", problems)
+    _unknown_keys(raw, HARVEST_KEYS, "harvest: ", where, problems)
     h = {**HARVEST_DEFAULTS, **raw}
     root = h.get("root")
     if not _http_url(root):
-        problems.append(f"harvest: root must be an http(s) URL, got {root!r}")
+        problems.add(where, f"harvest: root must be an http(s) URL, got {root!r}")
         return None
     if job_objects is not None and "objects" in raw:
-        problems.append("objects is given twice (in the job and in harvest); keep one")
+        problems.add(where, "objects is given twice (in the job and in harvest); keep one")
     objects = job_objects if job_objects is not None else raw.get("objects")
     if objects is None:
-        problems.append("a harvest job needs 'objects': a regex matching the links of object pages")
+        problems.add(where, "a harvest job needs 'objects': a regex matching the links of object pages")
     for key, pattern in (("objects", objects), ("harvest: follow", h["follow"])):
         if pattern is None:
             continue
         if not isinstance(pattern, str):
-            problems.append(f"{key} must be a regex string, got {pattern!r}")
+            problems.add(where, f"{key} must be a regex string, got {pattern!r}")
             continue
         try:
             re.compile(pattern)
         except re.error as exc:
-            problems.append(f"{key} is not a valid regex ({exc}): {pattern!r}")
+            problems.add(where, f"{key} is not a valid regex ({exc}): {pattern!r}")
     depth, max_pages = h["depth"], h["max_pages"]
     if not (_int(depth) and depth >= 1):
-        problems.append(f"harvest: depth must be a whole number, 1 or more (link hops from the root), got {depth!r}")
+        problems.add(where, "harvest: depth must be a whole number, 1 or more (link hops from the root), "
+                     f"got {depth!r}")
     if not (_int(max_pages) and max_pages >= 1):
-        problems.append(f"harvest: max_pages must be a whole number above 0, got {max_pages!r}")
+        problems.add(where, f"harvest: max_pages must be a whole number above 0, got {max_pages!r}")
     domains = h.get("allowed_domains", [urlsplit(root).hostname])
     if not (isinstance(domains, (list, tuple)) and domains
             and all(isinstance(d, str) and _DOMAIN.match(d.strip().lower()) for d in domains)):
-        problems.append(f"harvest: allowed_domains must be a non-empty list of host names "
-                        f"(like 'example.com', no scheme or port), got {domains!r}")
+        problems.add(where, f"harvest: allowed_domains must be a non-empty list of host names "
+                            f"(like 'example.com', no scheme or port), got {domains!r}")
         domains = []
-    if problems:
+    if problems.has(where):
         return None
     return HarvestSpec(root=root.strip(), objects=objects, depth=depth, follow=h["follow"],
                        allowed_domains=tuple(d.strip().lower().rstrip(".") for d in domains), max_pages=max_pages)
 
 
-def _unknown_keys(item: Mapping[str, Any], known: tuple[str, ...], prefix: str, problems: list[str]) -> None:
+def _unknown_keys(item: Mapping[str, Any], known: tuple[str, ...], prefix: str, where: str,
+                  problems: Problems) -> None:
     for key in item:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f", did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(known)})"
-            problems.append(f"{prefix}unknown key {key!r}{hint}")
+            problems.add(where, prefix + unknown_key(key, known))
 
 
 def _http_url(x: Any) -> bool:

@@ -5,7 +5,6 @@ before anything is created on disk, so a typo never leaves half a project behind
 """
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import os
@@ -27,6 +26,7 @@ from .. import __version__
 from ..core.cpu_pool import default_processes
 from ..core.errors import SettingsError
 from ..core.logs import LOG_FORMATS
+from ..core.problems import Problems, did_you_mean, unknown_key
 from ..core.record import RECORD_FIELDS
 from ..core.setting_values import (
     as_seconds,
@@ -198,31 +198,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class _Problems:
-    """Collects every bad value so the user fixes them all in one go. `secrets`: the reader uses the
-    secrets (the daemon), so one whose environment variable is not set is a problem; for a command
-    that never does (check, status, poll, export-opml) it is a note, in `unset`."""
-
-    def __init__(self, filename: str, *, secrets: bool = True):
-        self.filename, self.secrets = filename, secrets
-        self.lines: list[str] = []
-        self.unset: list[str] = []
-
-    def add(self, where: str, what: str) -> None:
-        self.lines.append(f"{self.filename}: {where}: {what}")
-
-    def secret_unset(self, where: str, what: str) -> None:
-        if self.secrets:
-            self.add(where, what)
-        else:
-            self.unset.append(f"{where}: {what}; only the daemon reads it, from its own environment "
-                              "(EnvironmentFile= in its systemd unit)")
-
-    def raise_if_any(self) -> None:
-        if self.lines:
-            raise SettingsError("\n".join(self.lines))
-
-
 def load_settings(params_path: str | os.PathLike, *, secrets: bool = True) -> Settings:
     """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong.
     `secrets` False (a command other than the daemon): a secret not in the environment is only a note."""
@@ -281,12 +256,14 @@ def _refuse_lowercase_settings(found: Mapping[str, Any], values: Mapping[str, An
     one's own is welcome under any other name."""
     meant = [k for k, v in found.items() if not k.isupper() and k.upper() in DEFAULTS and k.upper() not in values
              and not callable(v) and not isinstance(v, types.ModuleType)]
-    if meant:
-        raise SettingsError("\n".join(f"{path.name}: {k}: settings are read in UPPERCASE only; did you mean "
-                                      f"{k.upper()}? (a helper value of your own needs another name)" for k in meant))
+    problems = Problems(path.name)
+    for k in meant:  # not a close match but the very name in capitals: no did_you_mean needed
+        problems.add(k, f"settings are read in UPPERCASE only; did you mean {k.upper()}? (a helper value of your "
+                     "own needs another name)")
+    problems.raise_if_any()
 
 
-def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
+def _check_values(v: Mapping[str, Any], base: Path, problems: Problems) -> Any:
     """The settings that are one value each, every problem added to `problems`; returns UNIQUE_FIELDS."""
     def check(name: str, test: Callable[[Any], bool], what: str) -> Any:
         if not test(v[name]):
@@ -334,12 +311,12 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: _Problems) -> Any:
 
 def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets: bool = True) -> Settings:
     """Validate UPPERCASE settings (as found in params.py) into Settings."""
-    problems = _Problems(params_path.name, secrets=secrets)
+    problems = Problems(params_path.name, secrets=secrets)
     for name in values:
         if name not in DEFAULTS:
-            close = difflib.get_close_matches(name, list(DEFAULTS), n=1)
-            hint = f", did you mean {close[0]}?" if close else " (your own helper values must be lowercase)"
-            problems.add(name, f"unknown setting{hint}")
+            hint = did_you_mean(name, DEFAULTS, quote=False)
+            problems.add(name, f"unknown setting, {hint}" if hint else
+                         "unknown setting (your own helper values must be lowercase)")
     v = {**DEFAULTS, **values}
     for name in SECONDS_SETTINGS:  # "10m" as well as 600, as UNIQUE_WINDOW takes it
         v[name] = as_seconds(v[name])
@@ -352,7 +329,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
     sources = feeds.first_of_each(sources, lambda source: f"SOURCES ({source.name!r})")
     sources += _opml_sources(v, base, sources, problems, feeds)
     check_push_paths(sources, problems)
-    link_jobs = check_link_jobs(v["LINK_JOBS"], problems.add)
+    link_jobs = check_link_jobs(v["LINK_JOBS"], problems)
     status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     _check_shared(v, problems)
     problems.raise_if_any()
@@ -396,7 +373,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
     )
 
 
-def _check_unique_window(v: Mapping[str, Any], problems: _Problems) -> None:
+def _check_unique_window(v: Mapping[str, Any], problems: Problems) -> None:
     """UNIQUE_WINDOW ("400d"): how long a hash stays in the hash file (parser/pipeline/hash_window.py). Only
     the hash file of DEDUP = "hashfile" can forget a hash: a Bloom filter cannot, and "off" keeps none."""
     window = v["UNIQUE_WINDOW"]
@@ -410,7 +387,7 @@ def _check_unique_window(v: Mapping[str, Any], problems: _Problems) -> None:
                      "DEDUP = \"hashfile\"")
 
 
-def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
+def _check_shared(v: Mapping[str, Any], problems: Problems) -> None:
     """SHARED: the daemons of the group coordinate through the database, so it must be PostgreSQL
     (SQLite is one file on one machine). A lease shorter than a poll could hand a source being
     polled to a second daemon, so it must outlast DEADLINE."""
@@ -428,7 +405,7 @@ def _check_shared(v: Mapping[str, Any], problems: _Problems) -> None:
                      f"every daemon of the group reaches; got DB_URL {url.split('://', 1)[0]}://...")
 
 
-def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Problems) -> list[Source]:
+def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: Problems) -> list[Source]:
     if not isinstance(raw, (list, tuple)):
         problems.add("SOURCES", f"must be a list of dicts, got {type(raw).__name__}")
         return []
@@ -443,9 +420,7 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
         where = f"SOURCES[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
         for key in item:
             if key not in SOURCE_KEYS:
-                close = difflib.get_close_matches(str(key), SOURCE_KEYS, n=1)
-                hint = f", did you mean {close[0]!r}?" if close else f" (known keys: {', '.join(SOURCE_KEYS)})"
-                problems.add(where, f"unknown key {key!r}{hint}")
+                problems.add(where, unknown_key(key, SOURCE_KEYS))
         if not isinstance(name, str) or not name.strip():
             problems.add(where, "name must be a non-empty string")
             continue
@@ -495,7 +470,7 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: _Proble
     return sources
 
 
-def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple[str, int]:
+def _check_protocol_settings(v: Mapping[str, Any], problems: Problems) -> tuple[str, int]:
     """WEBHOOK_LISTEN, WEBSUB_CALLBACK_BASE, FULL_TEXT_TIMEOUT (SOURCES_OPML is read by _opml_sources)."""
     try:
         listen = parse_listen(v["WEBHOOK_LISTEN"])
@@ -511,7 +486,7 @@ def _check_protocol_settings(v: Mapping[str, Any], problems: _Problems) -> tuple
 
 
 def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: list[Source],
-                         problems: _Problems) -> tuple[str, int] | None:
+                         problems: Problems) -> tuple[str, int] | None:
     """STATUS_LISTEN: None (off) or 'host:port'; not the webhook listener's port when that one is used."""
     if value is None:
         return None
@@ -525,7 +500,7 @@ def _check_status_listen(value: Any, webhook_listen: tuple[str, int], sources: l
     return listen
 
 
-def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: _Problems,
+def _opml_sources(v: Mapping[str, Any], base: Path, sources: list[Source], problems: Problems,
                   feeds: _OneSourcePerFeed) -> list[Source]:
     """SOURCES_OPML: each feed outline of the file becomes a feed source. Two outlines with one title
     and two feeds get unique names (" (2)"); one feed listed twice, or also in SOURCES, is polled once

@@ -19,6 +19,7 @@ from typing import Protocol as Interface
 from urllib.parse import quote, urlsplit
 
 from ..adapters.source_view import Auth, JsonApi, SourceView
+from ..core.problems import Problems
 from ..core.record import RECORD_FIELDS
 from ..core.setting_values import http_url
 from ..fetch.ratelimit import Rate, parse_rate
@@ -37,14 +38,6 @@ _PATH_SEGMENT = re.compile(r"^[A-Za-z0-9._~!$&'()*+,;=:@/%-]+$")
 # The first segment of a url written without its scheme: a host with a dot (example.org, 127.0.0.1) or a
 # host with a port (localhost:8901); a port, or a '/' after it, tells it from a file name (feed.xml).
 _HOST_SEGMENT = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?::\d{1,5})?(?=/)|[A-Za-z0-9.-]+:\d{1,5}(?=/|$))")
-
-
-class Problems(Interface):
-    def add(self, where: str, what: str) -> None: ...
-
-    def secret_unset(self, where: str, what: str) -> None:
-        """A secret's environment variable is not set: a problem for the daemon, which uses it; a note
-        for a command that never does (check, status)."""
 
 
 @dataclass(frozen=True)
