@@ -11,20 +11,25 @@ from parser.pipeline import dedup
 from parser.pipeline.dedup import HashFile, open_uniqueness
 
 
+def is_new(check, digest_: str) -> bool:
+    """One digest asked as a poll asks a batch."""
+    return digest_ in check.unseen([digest_])
+
+
 def digest(n: int, algorithm: str = "sha224") -> str:
     return hashlib.new(algorithm, str(n).encode()).hexdigest()
 
 
 def test_hashfile_remembers_across_restarts_and_writes_one_line_per_hash(tmp_path):
     check = open_uniqueness("hashfile", tmp_path, "sha224")
-    assert check.is_new(digest(1))
+    assert is_new(check, digest(1))
     check.add([digest(1), digest(2)])
-    assert not check.is_new(digest(1)) and not check.is_new(digest(2)) and check.is_new(digest(3))
+    assert not is_new(check, digest(1)) and not is_new(check, digest(2)) and is_new(check, digest(3))
     check.close()
     assert (tmp_path / "hashes.txt").read_text().splitlines() == [digest(1), digest(2)]
 
     again = open_uniqueness("hashfile", tmp_path, "sha224")
-    assert not again.is_new(digest(2)) and again.is_new(digest(3))
+    assert not is_new(again, digest(2)) and is_new(again, digest(3))
     again.close()
 
 
@@ -35,7 +40,7 @@ def test_bloom_catches_up_with_lines_written_after_it_was_saved(tmp_path):
     check.add([digest(2)])  # a crash now: the file has the hash, the saved filter does not
     check.file.close()
     again = open_uniqueness("hashfile", tmp_path, "sha224")
-    assert not again.is_new(digest(2))
+    assert not is_new(again, digest(2))
     again.close()
 
 
@@ -50,8 +55,8 @@ def test_a_missing_or_damaged_bloom_file_is_rebuilt_from_the_hash_file(tmp_path,
     else:
         bloom.write_bytes(b"\x00garbage")
     again = open_uniqueness("hashfile", tmp_path, "sha224")
-    assert not any(again.is_new(digest(n)) for n in range(100))
-    assert again.is_new(digest(100))
+    assert not any(is_new(again, digest(n)) for n in range(100))
+    assert is_new(again, digest(100))
     again.close()
     # The rebuilt filter was saved: the next start loads it instead of reading the whole file again.
     assert json.loads((tmp_path / "hashes.bloom.json").read_text()) == {"covers_bytes": 100 * 57}
@@ -70,8 +75,8 @@ def test_a_bloom_false_positive_never_drops_a_new_record(tmp_path, monkeypatch):
             pass
     check.bloom = SaysYesToEverything()
     monkeypatch.setattr(dedup, "SCAN_BLOCK_LINES", 7)  # several blocks, so alignment across blocks is exercised
-    assert all(not check.is_new(digest(n)) for n in range(50))
-    assert all(check.is_new(digest(n)) for n in range(50, 80))
+    assert all(not is_new(check, digest(n)) for n in range(50))
+    assert all(is_new(check, digest(n)) for n in range(50, 80))
     check.file.close()
 
 
@@ -80,7 +85,7 @@ def test_a_torn_last_line_is_cut_at_start(tmp_path):
     check = HashFile(tmp_path / "hashes.txt", 56)
     assert check.repaired == 20
     assert (tmp_path / "hashes.txt").read_text() == digest(1) + "\n"
-    assert not check.is_new(digest(1)) and check.is_new(digest(2))
+    assert not is_new(check, digest(1)) and is_new(check, digest(2))
     check.close()
 
 
@@ -96,13 +101,13 @@ def test_bloom_mode_keeps_the_filter_alone(tmp_path):
     check.close()
     assert not (tmp_path / "hashes.txt").exists()
     again = open_uniqueness("bloom", tmp_path, "sha224")
-    assert not again.is_new(digest(1)) and again.is_new(digest(2))
+    assert not is_new(again, digest(1)) and is_new(again, digest(2))
 
 
 def test_off_mode_finds_everything_new(tmp_path):
     check = open_uniqueness("off", tmp_path, "sha224")
     check.add([digest(1)])
-    assert check.is_new(digest(1))
+    assert is_new(check, digest(1))
     assert list(tmp_path.iterdir()) == []
 
 

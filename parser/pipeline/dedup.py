@@ -49,7 +49,6 @@ RECENT_MAX = 50_000
 
 class Uniqueness(Protocol):
     def unseen(self, digests: Iterable[str]) -> set[str]: ...
-    def is_new(self, digest: str) -> bool: ...
     def add(self, digests: Iterable[str]) -> None: ...
     def save(self) -> None: ...
     def compact(self) -> Compacted | None: ...
@@ -73,9 +72,6 @@ def open_uniqueness(mode: str, folder: Path, algorithm: str, stem: str = "hashes
 class NoDedup:
     def unseen(self, digests: Iterable[str]) -> set[str]:
         return set(digests)
-
-    def is_new(self, digest: str) -> bool:
-        return True
 
     def add(self, digests: Iterable[str]) -> None:
         pass
@@ -133,9 +129,6 @@ class BloomOnly:
 
     def unseen(self, digests: Iterable[str]) -> set[str]:
         return {d for d in digests if d not in self.bloom}
-
-    def is_new(self, digest: str) -> bool:
-        return digest not in self.bloom
 
     def add(self, digests: Iterable[str]) -> None:
         for d in digests:
@@ -265,9 +258,6 @@ class HashFile:
         added = maybe & self.recent  # added this run: known without reading the file
         to_confirm = maybe - added
         return digests - added - (self._found_in_file(to_confirm) if to_confirm else set())
-
-    def is_new(self, digest: str) -> bool:
-        return digest in self.unseen([digest])
 
     def add(self, digests: Iterable[str]) -> None:
         digests = list(digests)
