@@ -31,7 +31,7 @@ from ..fetch.scheduler import Scheduler, Work
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
-from ..pipeline.sink import Batch, PrintSink, Sink, Staged, open_sink
+from ..pipeline.sink import Batch, RecordSink, Staged, open_sink
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import SourceSchedule
@@ -195,7 +195,7 @@ class FeedPass:
         """--once: every poll offered has come back and been taken."""
         return self.offered_once and not self.in_flight and not self.back
 
-    def sinks(self) -> list[Sink | PrintSink]:
+    def sinks(self) -> list[RecordSink]:
         return [self.sink]
 
     def close(self) -> None:

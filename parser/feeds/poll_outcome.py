@@ -17,7 +17,7 @@ from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
-from ..pipeline.sink import PrintSink, Sink, Staged
+from ..pipeline.sink import RecordSink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
 
@@ -72,7 +72,7 @@ class PollTally:
 
 
 class OutcomeTaker:
-    def __init__(self, sink: Sink | PrintSink, run_info: RunInfo, *, dead_after: int):
+    def __init__(self, sink: RecordSink, run_info: RunInfo, *, dead_after: int):
         """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
         (DEAD_AFTER) changes with a SIGHUP."""
         self.sink, self.run_info, self.dead_after = sink, run_info, dead_after
