@@ -11,7 +11,7 @@ from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
 from ..settings.params import Settings, Source
 from ..sources.protocols import protocol_of
-from ..sources.source_schedule import SourceSchedule
+from ..sources.source_schedule import Schedule
 from ..sources.state import SourceState, iso
 from .control import NOT_POLLED, POLL_FAILED, ControlBox, Request
 
@@ -19,7 +19,7 @@ log = logging.getLogger("parser")
 
 
 class OperatorRequests:
-    def __init__(self, control: ControlBox | None, *, schedule: SourceSchedule, run_info: RunInfo,
+    def __init__(self, control: ControlBox | None, *, schedule: Schedule[Source], run_info: RunInfo,
                  clock: Callable[[], float], save: Callable[[], None]):
         """`control` None (--once, --dry-run): no requests are taken. `save` writes state.json and
         daemon.json now, so that `status` after an answer shows what the answer says."""

@@ -20,8 +20,10 @@ from ..core.record import clean_text, record_digest, safe_record
 from .identity import Identity
 from .known import short_key
 
+# A table's rule of identity: (UNIQUE_FIELDS, HASH, table).
+KeyRule = tuple[str | Sequence[str], str, str]
 # One per table rule in each process, shared by its threads: its canonical-link cache lives on.
-_IDENTITIES: dict[tuple, Identity] = {}
+_IDENTITIES: dict[tuple[str | tuple[str, ...], str, str], Identity] = {}
 
 
 def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str = "items") -> Identity:
@@ -33,7 +35,7 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
 
 
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, known: Mapping[str, str] | None, rule: tuple, feed_urls: tuple[str, ...]) -> Parsed:
+             limit: int, known: Mapping[str, str] | None, rule: KeyRule, feed_urls: tuple[str, ...]) -> Parsed:
     """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key `known`
     holds with the same digest left unread (Parsed.known); every entry's digest in Parsed.digests.
     `known`: short key -> digest of the source's last poll (parser/pipeline/known.py), None when nothing is

@@ -126,10 +126,12 @@ def print_records(records: Sequence[StagedRecord], out: TextIO, table: str) -> N
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update"):
+                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update",
+                 known: KnownDigests | None = None):
         """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
         in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py); `updates`:
-        the table's UPDATES mode at the flush (db/upsert.py)."""
+        the table's UPDATES mode at the flush (db/upsert.py); `known`: the feeds' sink's, each source's last poll
+        (parser/pipeline/known.py), saved with the hashes."""
         self.table = table
         self.updates = updates
         self.columns = ("hash", *columns)
@@ -141,7 +143,7 @@ class Sink:
         self.history.check_rule()
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, window=unique_window)
-        self.known: KnownDigests | None = None  # the feeds' sink: each source's last poll (parser/pipeline/known.py)
+        self.known = known
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
@@ -319,13 +321,14 @@ class SinkSettings(Protocol):
 
 
 def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update") -> RecordSink:
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update",
+              known: KnownDigests | None = None) -> RecordSink:
     """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place.
-    `updates`: the table's UPDATES mode (db/upsert.py)."""
+    `updates`: the table's UPDATES mode (db/upsert.py); `known`: the feeds' digests, a real run's only."""
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
     kwargs: dict[str, Any] = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
                   csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
                   setting=setting)
     if dry_run:
         return PrintSink(out=out or sys.stdout, **kwargs)
-    return Sink(unique_window=settings.unique_window, updates=updates, **kwargs)
+    return Sink(unique_window=settings.unique_window, updates=updates, known=known, **kwargs)

@@ -19,7 +19,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -331,7 +331,7 @@ def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping
             state.not_before = now + hold
 
 
-def state_of(states: dict[str, SourceState], name: str, url: str) -> SourceState:
+def state_of(states: MutableMapping[str, SourceState], name: str, url: str) -> SourceState:
     """The state kept for source `name`, made afresh when there is none or it belonged to another
     url (validators, redirects and failures are the old address's)."""
     state = states.get(name)
