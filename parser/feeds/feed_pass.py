@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from ..core.cpu_pool import CpuPool
 from ..core.errors import FetchError, ParseError, ParseProcessError
-from ..core.record import RECORD_FIELDS, now_iso
+from ..core.record import RECORD_FIELDS, Record, now_iso
 from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
 from ..fetch.ratelimit import RateLimits
@@ -302,7 +302,7 @@ class FeedPass:
         if self.inbox is None:  # --dry-run
             return
 
-        def stage(name: str, records: list[dict]) -> None:
+        def stage(name: str, records: list[Record]) -> None:
             source = next((s for s in self.listened if s.name == name), None)
             blocked = 0
             if source is not None:  # its keep/block rules, as for its polls (_batch)

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 from typing import Protocol as Interface
 from urllib.parse import quote, urlsplit
 
@@ -64,6 +64,15 @@ class PushedSource(SourceView, Interface):
 
     @property
     def push(self) -> Push | None: ...
+
+    @property
+    def interval(self) -> float: ...  # websub: how often the feed is polled when it names no hub
+
+
+def push_of(source: PushedSource) -> Push:
+    """A pushed source's Push: check_protocol_keys gives one to every webhook and websub source."""
+    assert source.push is not None, f"{source.name}: a pushed source has its push options"
+    return source.push
 
 
 def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: str,
@@ -342,7 +351,7 @@ def check_push_paths(sources: Sequence[PushedSource], problems: Problems) -> Non
         seen.setdefault(push.path, source.name)
 
 
-def _env_present(env: Any, where: str, key: str, problems: Problems) -> bool:
+def _env_present(env: Any, where: str, key: str, problems: Problems) -> TypeGuard[str]:
     if not isinstance(env, str) or not _ENV_NAME.match(env):
         problems.add(where, f"{key} must name an environment variable, got {env!r}")
         return False
