@@ -12,7 +12,7 @@ import json
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from linkgen.linkfile import LinkFile
 
@@ -147,7 +147,8 @@ def _hashes_view(settings: Settings, now: float) -> dict:
     """Each table's hash file (DEDUP = "hashfile"): its size, hashes, and span, from the oldest mark
     (parser/pipeline/hash_window.py: when the oldest line was written, at the latest) to now; and the window."""
     window = settings.unique_window
-    view = {"window": duration_text(window) if window else None, "window_seconds": window, "files": []}
+    files: list[dict[str, Any]] = []
+    view = {"window": duration_text(window) if window else None, "window_seconds": window, "files": files}
     if settings.dedup != "hashfile":
         return view
     line_length = hashlib.new(settings.hash).digest_size * 2 + 1
@@ -161,7 +162,7 @@ def _hashes_view(settings: Settings, now: float) -> dict:
             size = 0
         marks = read_marks(marks_path(path)) if size else []
         since = marks[0].at if marks else None
-        view["files"].append({"table": table, "file": str(path), "bytes": size, "hashes": size // line_length,
+        files.append({"table": table, "file": str(path), "bytes": size, "hashes": size // line_length,
                               "since": iso(since) if since else None,
                               "span_seconds": round(max(now - since, 0)) if since else None})
     return view

@@ -275,7 +275,7 @@ def _fits(value: object, key: str) -> bool:
     """Does a value read from JSON fit field `key`? By exact type, so that JSON's true is no number;
     a whole number is a number too, an infinite one is not."""
     allowed, kind = _TYPES[key], type(value)
-    if float in allowed and kind in (int, float):
+    if float in allowed and kind in (int, float) and isinstance(value, (int, float)):
         return math.isfinite(value)
     return kind in allowed
 
@@ -284,10 +284,10 @@ def _inner_fits(key: str, value: object) -> bool:
     """The history and totals inside: what count() adds to must be numbers (a hand edit must not stop
     the loop at its first count())."""
     # type() is, not isinstance: a bool is no count; and a week of hours for 20,000 sources is 3 million
-    if key == "hourly":
+    if key == "hourly" and isinstance(value, list):  # a list and a dict, as _fits found them
         return all(type(h) is list and len(h) == 3 and type(h[0]) is str and type(h[1]) is int
                    and type(h[2]) is int for h in value)
-    if key == "totals":
+    if key == "totals" and isinstance(value, dict):
         return all(type(n) is int for n in value.values())
     return True
 
