@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..adapters import Parsed
 from ..adapters.parsed import FeedInfo
@@ -59,7 +60,7 @@ class PollOutcome:
         return self.parsed
 
 
-def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict:
+def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[str, Any]]:
     """extra= for a poll's line: its values as keys of a JSON log line (LOG_FORMAT "json"), built here
     alone so that a new count is one line; the text line says them in its message."""
     error = outcome.fetch_error

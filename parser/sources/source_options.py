@@ -22,7 +22,7 @@ from ..adapters.source_view import Auth, JsonApi, SourceView
 from ..core.record import RECORD_FIELDS
 from ..core.setting_values import http_url
 from ..fetch.ratelimit import Rate, parse_rate
-from ..pipeline.filters import NO_FILTER, EntryFilter, compile_rules
+from ..pipeline.filters import NO_FILTER, EntryFilter, Rules, compile_rules
 from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
@@ -150,7 +150,7 @@ def check_default_filter(values: Mapping[str, Any], problems: Problems) -> None:
             problems.add(key.upper(), str(exc))
 
 
-def _default_rules(values: Mapping[str, Any], key: str) -> tuple:
+def _default_rules(values: Mapping[str, Any], key: str) -> Rules:
     raw = values.get(key.upper())
     return compile_rules({} if raw is None else raw)  # None: no rules, as {}
 
@@ -361,7 +361,7 @@ def _env_present(env: Any, where: str, key: str, problems: Problems) -> TypeGuar
     return True
 
 
-def _string_dict(raw: Any, where: str, key: str, problems: Problems, *, scalars: bool = False) -> dict | None:
+def _string_dict(raw: Any, where: str, key: str, problems: Problems, *, scalars: bool = False) -> dict[str, str] | None:
     types = (str, int, float) if scalars else (str,)
     if not isinstance(raw, Mapping) or not all(isinstance(k, str) and k and isinstance(v, types)
                                                and not isinstance(v, bool) for k, v in raw.items()):
@@ -394,7 +394,7 @@ def parse_listen(value: Any) -> tuple[str, int]:
     return host, int(port)
 
 
-def missing_scheme(url: Any, base: os.PathLike | str) -> str | None:
+def missing_scheme(url: Any, base: os.PathLike[str] | str) -> str | None:
     """The http:// URL a source's url without a scheme means ('127.0.0.1:8901/feed.xml',
     'example.org/feed.xml'), or None: a url with a scheme, a path that names itself one ('./x', '/x',
     '~/x'), a file name, or any path that exists relative to `base` (params.py's folder) stays a file."""

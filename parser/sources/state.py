@@ -63,7 +63,7 @@ class SourceState:
     last_status: int | None = None  # HTTP status of the last answer (304 included); None: no answer
     dead: bool = False              # DEAD_AFTER failures in a row; cleared by a success or `reset`
     # [hour "YYYY-MM-DDTHH", new records, errors], oldest first, at most HISTORY_HOURS of them
-    hourly: list[list] = field(default_factory=list)
+    hourly: list[list[typing.Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
 
     def address(self) -> str:
@@ -237,7 +237,7 @@ def read_states(path: Path) -> tuple[dict[str, SourceState], list[tuple[str | No
     return states, damage
 
 
-def load_state(data: dict, url: str = "", fixed: list[str] | None = None) -> SourceState:
+def load_state(data: dict[str, typing.Any], url: str = "", fixed: list[str] | None = None) -> SourceState:
     """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
     state saved before its source had one. A field of the wrong type (a hand edit: `null` for a
     number) is reset to its default, and described in `fixed` when given."""
