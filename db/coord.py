@@ -225,9 +225,11 @@ class Coordinator:
         # lock, so inside the transaction that waited for the advisory lock it may answer from a cache
         # made before the other daemon committed, and this one ran the schema again beside its writes
         # (a deadlock in 2 of 6 runs of four daemons starting at once).
-        found = self.conn().execute(
+        row = self.conn().execute(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = 'parser_coord_schema'"
-            " AND relnamespace = current_schema()::regnamespace)").fetchone()[0]
+            " AND relnamespace = current_schema()::regnamespace)").fetchone()
+        assert row is not None, "SELECT EXISTS answers one row"
+        found = row[0]
         return bool(found) and self.conn().execute(
             "SELECT 1 FROM parser_coord_schema WHERE digest = %s", (digest,)).fetchone() is not None
 

@@ -45,9 +45,10 @@ def version_of(conn: sa.Connection, table: str) -> int | None:
 def record_version(conn: sa.Connection, table: str, *, migrated: bool) -> None:
     """Write the table's version; `migrated` (an older table brought up): when, else NULL (made so)."""
     quote = conn.dialect.identifier_preparer.quote
-    when = datetime.now(UTC) if migrated else None
-    if when is not None and conn.dialect.name != "postgresql":
-        when = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC) if migrated else None
+    when: datetime | str | None = now
+    if now is not None and conn.dialect.name != "postgresql":
+        when = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     conn.execute(sa.text(f"INSERT INTO {quote(VERSIONS_TABLE)} (table_name, version, migrated) "
                          "VALUES (:t, :v, :m) ON CONFLICT (table_name) DO UPDATE SET version = excluded.version, "
                          "migrated = excluded.migrated"), {"t": table, "v": SCHEMA_VERSION, "m": when})

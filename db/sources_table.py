@@ -33,7 +33,7 @@ COLUMNS: dict[str, str] = {
 # Set from what the run knows, or left as they are when it knows nothing (NULL in the row written).
 _KEPT_WHEN_UNKNOWN = ("title", "site", "description", "language", "last_poll", "last_success", "last_new",
                       "failures", "dead")
-_SQL_TYPES = {"integer": sa.Integer(), "boolean": sa.Boolean()}
+_SQL_TYPES: dict[str, sa.types.TypeEngine] = {"integer": sa.Integer(), "boolean": sa.Boolean()}
 
 
 class SourcesTable:

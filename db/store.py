@@ -16,6 +16,7 @@ import logging
 import math
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
@@ -132,21 +133,26 @@ class Database:
         Raise RecordRefusedError when a value of a row is refused (the caller finds the row and sets
         it aside), StorageError when the rows must stay staged. With `mend`, a table changed
         underneath or an id sequence left behind is mended first, once, and the rows inserted again."""
-        if fields is None:
-            fields = list(dict.fromkeys(key for row in rows for key in row))
-            rows = [[row.get(field) for field in fields] for row in rows]
+        cells: Sequence[Sequence[Any]]
+        if fields is None:  # the rows are dicts (this docstring's contract; nothing checks a Sequence's rows)
+            dicts = cast("Sequence[Mapping[str, Any]]", rows)
+            fields = list(dict.fromkeys(key for row in dicts for key in row))
+            cells = [[row.get(field) for field in fields] for row in dicts]
+        else:
+            cells = cast("Sequence[Sequence[Any]]", rows)
+        refused: tuple[type[Exception], ...] = (SQLAlchemyError, *self._driver_errors)
         try:
-            return self._insert_rows(name, columns, fields, rows, mode)
+            return self._insert_rows(name, columns, fields, cells, mode)
         except ValueError as exc:  # the driver cannot encode a value (a lone surrogate)
             raise RecordRefusedError(f"table {name} refused a value: {exc}") from None
-        except (SQLAlchemyError, *self._driver_errors) as exc:
+        except refused as exc:
             failure, fault = exc, classify(exc, self.key_names.get(name))
         if fault is Fault.RECORD:  # a NUL byte, a NULL hash, a link over a user's index's limit
             raise RecordRefusedError(f"table {name} refused a value: {_short(failure)}")
         if not mend or fault not in (Fault.CHANGED, Fault.ID_SEQUENCE):
             raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}")
         self._mend(name, columns, fault, _short(failure))
-        return self.insert_new(name, columns, rows, fields=fields, mend=False, mode=mode)
+        return self.insert_new(name, columns, cells, fields=fields, mend=False, mode=mode)
 
     def insert_file(self, name: str, columns: Sequence[str], path: Path, fields: Sequence[str], *,
                     escaped_start: Collection[str], mode: str = "update") -> tuple[Loaded, int] | None:
@@ -164,11 +170,12 @@ class Database:
         if "hash" not in fields or len(set(fields)) != len(fields) or not known.issuperset(fields):
             return None  # a file staged by another version: insert_new leaves out what the table lacks
         quote = self.engine.dialect.identifier_preparer.quote
+        refused: tuple[type[Exception], ...] = (SQLAlchemyError, *self._driver_errors, UnsafeForCopyError)
         try:
             with self.engine.begin() as conn:
                 return postgresql_copy_csv(conn.connection.driver_connection, self._target(conn, table, mode), fields,
                                            path, quote, escaped_start)
-        except (SQLAlchemyError, *self._driver_errors, UnsafeForCopyError) as exc:
+        except refused as exc:
             failure, fault = exc, classify(exc, self.key_names.get(name))
         if fault is Fault.LOCKED:
             raise StorageError(f"cannot write to table {name}: {self._explain(fault, failure)}") from None
@@ -291,7 +298,8 @@ class Database:
         for start in range(0, len(rows), CHUNK_ROWS):
             chunk: dict[str, dict] = {}
             for row in rows[start:start + CHUNK_ROWS]:
-                record = {f: (None if v == "" and f != "hash" else v) for f, v in zip(fields, row, strict=True)}
+                record: dict[str, Any] = {f: (None if v == "" and f != "hash" else v)
+                                          for f, v in zip(fields, row, strict=True)}
                 chunk.setdefault(record["hash"], record)
             existing = set(conn.execute(sa.select(table.c.hash).where(table.c.hash.in_(list(chunk)))).scalars())
             fresh = [record for digest, record in chunk.items() if digest not in existing]
@@ -334,7 +342,8 @@ def schema_lock(conn: sa.Connection) -> None:
     unique index. SQLite: its write lock, taken now."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-    elif conn.dialect.name == "sqlite" and not conn.connection.driver_connection.in_transaction:
+    elif conn.dialect.name == "sqlite" and (driver := conn.connection.driver_connection) is not None \
+            and not driver.in_transaction:
         # sqlite3 (Python's default) opens a transaction before INSERT/UPDATE/DELETE only: a CREATE or
         # ALTER TABLE before them would be committed on its own, and a kill between two of them would
         # leave a table half changed. BEGIN IMMEDIATE makes them one transaction, and takes the write

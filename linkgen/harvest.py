@@ -285,6 +285,7 @@ class Harvest:
 
     def _append(self, text: str) -> None:
         if not self.read_only:
+            assert self._file is not None, "opened by start(), or at loading for a run under way"
             append_lines(self._file, text)
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from parser.core import durable
 from parser.core.durable import AppendFile
@@ -110,6 +111,41 @@ class Revisit:
 REVISIT_STATUSES = ("revisited", "same", "missed", "kept")
 
 
+class Links(Protocol):
+    """What a two-pass job asks of its links: a LinkFile, or with SHARED the group's table
+    (parser/group/shared_jobs.py's SharedLinkFile), which keeps the same calls."""
+
+    @property
+    def where(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, url: str) -> bool: ...
+
+    def add(self, links: Iterable[Link]) -> list[Link]: ...
+
+    def add_template(self, urls: Iterable[str], *, chunk: int = 10_000,
+                     enough: Callable[[int], bool] | None = None) -> int: ...
+
+    def index_of(self, url: str) -> int | None: ...
+
+    def find(self, urls: set[str]) -> dict[str, int]: ...
+
+    def status(self, url: str) -> str: ...
+
+    def status_at(self, index: int) -> str: ...
+
+    def pending(self, *, ignore_backoff: bool = False, hand_out: bool = True) -> Iterator[tuple[int, str]]: ...
+
+    def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]: ...
+
+    def revisit(self, index: int) -> Revisit | None: ...
+
+    def counts(self) -> Counter[str]: ...
+
+
 class LinkFile:
     def __init__(self, folder: Path, job: str, *, clock: Callable[[], float] = time.time, read_only: bool = False,
                  refresh: float | None = None):
@@ -131,7 +167,7 @@ class LinkFile:
         self._retry_at: dict[int, float] = {}    # line -> when a retry is due
         self._retry_heap: list[tuple[float, int]] = []
         self._out: dict[int, str] = {}           # handed to pass 2 by pending() and not marked yet
-        self._cursor = (0, None)                 # (line, byte offset or None) where untried links may start
+        self._cursor: tuple[int, int | None] = (0, None)  # (line, byte offset or None) where untried links start
         self._index: dict[str, int] | None = None  # URL -> line, built on first need
         self._links: AppendFile | None = None
         self._statuses: AppendFile | None = None
@@ -226,6 +262,9 @@ class LinkFile:
     def _stream_lines(self, index: int, offset: int | None) -> Iterator[tuple[int, str, str, int]]:
         """(line number, URL, origin, byte offset after the line) from line `index` on."""
         for number, raw, end in self._stream_raw(index, offset):
+            if isinstance(raw, str):  # a read-only extra, a URL only: where it came from is not kept
+                yield number, raw, "", end
+                continue
             fields = raw.rstrip(b"\n").decode("utf-8", "replace").split("\t")
             yield number, fields[0], fields[2] if len(fields) > 2 else "", end
 
@@ -348,7 +387,7 @@ class LinkFile:
     def _append(self, new: list[Link]) -> None:
         if not new:
             return
-        if self.read_only:
+        if self._links is None:  # read-only
             self._extra.extend(link.url for link in new)
         else:
             text = "".join(f"{link.url}\t{'-' if link.depth is None else link.depth}\t{_one_line(link.origin) or '-'}\n"
@@ -389,15 +428,15 @@ class LinkFile:
             if code == PENDING or code == REFUSED or code == RETRY or index in self._out:  # a revisit's: DONE
                 yield index, url
         if self.revisits is not None:
-            yield from self._due(now, hand_out)
+            yield from self._due(self.revisits, now, hand_out)
         index, offset = self._cursor
-        status, again, out = self._status, self._again, self._out
+        status, to_retry, out = self._status, self._again, self._out
         for number, raw, end in self._stream_raw(index, offset):
             if hand_out:
                 self._cursor = (number + 1, end if end >= 0 else None)
             elif number == index and end >= 0 and self._cursor == (index, None):
                 self._cursor = (index, end - len(raw))  # found once: later calls seek to it
-            if status[number] != PENDING or number in again or number in out:
+            if status[number] != PENDING or number in to_retry or number in out:
                 continue
             url = _url(raw)
             if not url:
@@ -411,14 +450,13 @@ class LinkFile:
         return self._counts["pending"] > 0 or self._counts["refused"] > 0 \
             or (self.revisits is not None and self.revisits.any_due(self.clock()))
 
-    def _due(self, now: float, hand_out: bool) -> Iterator[tuple[int, str]]:
-        """The done links due for a revisit now, oldest first; with hand_out, taken off their queues and
-        remembered until marked."""
-        revisits = self.revisits
+    def _due(self, revisits: Revisits, now: float, hand_out: bool) -> Iterator[tuple[int, str]]:
+        """The done links due for a revisit now (`revisits`: the job has a refresh), oldest first; with
+        hand_out, taken off their queues and remembered until marked."""
         for index in (revisits.take(now) if hand_out else revisits.peek(now)):
             if self._status[index] != DONE or index in self._out:
                 continue
-            url = self._status_fields(index)[3] if revisits.line_at[index] else ""
+            url = self._status_fields(revisits.line_at[index])[3] if revisits.line_at[index] else ""
             if not url:
                 continue
             if hand_out:
@@ -431,16 +469,15 @@ class LinkFile:
         if self.revisits is None or index >= self._count or self._status[index] != DONE \
                 or not self.revisits.line_at[index]:
             return None
-        parts = self._status_fields(index)
+        parts = self._status_fields(self.revisits.line_at[index])
         flags = self.revisits.flags[index]
         return Revisit(etag=_part(parts, 6), modified=_part(parts, 7), digest=_part(parts, 8),
                        wait=1 << (flags & 3), missed=bool(flags & MISSED))
 
-    def _status_fields(self, index: int) -> list[str]:
-        """The fields of link `index`'s last status line, read from the file where it starts."""
+    def _status_fields(self, offset: int) -> list[str]:
+        """The fields of a link's last status line, read from the file where it starts (`offset`)."""
         if self._reader is None:
             self._reader = os.open(self.status_path, os.O_RDONLY)
-        offset = self.revisits.line_at[index]
         block = os.pread(self._reader, 4096, offset)
         while b"\n" not in block and len(block) % 4096 == 0 and block:  # a very long line (a long URL)
             block += os.pread(self._reader, 65536, offset + len(block))
@@ -479,7 +516,7 @@ class LinkFile:
             self._out.pop(index, None)
             visited.append((index, status, lines[-1]))
             out.append((m, LinkState(status, attempts, float(int(now)))))
-        if lines and not self.read_only:
+        if lines and self._statuses is not None:  # not read-only
             start = self._statuses.size()
             append_lines(self._statuses, "".join(lines))
             if self.revisits is not None:
@@ -503,7 +540,7 @@ class LinkFile:
             return shift, missed + 1
         return shift, missed  # kept: a failure tells neither
 
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         """How many links are in each status ('pending' for those without one)."""
         return Counter(self._counts)
 

@@ -13,7 +13,7 @@ import itertools
 import string
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 PERIODS = ("day", "month")
@@ -117,8 +117,10 @@ def parse_values(raw: Any) -> Values:
 
 
 def _date(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
     if isinstance(value, date):
-        return value if type(value) is date else value.date()
+        return value
     if isinstance(value, str):
         try:
             return date.fromisoformat(value.strip())
@@ -229,9 +231,9 @@ def expand(template: str, values: Mapping[str, Values], *, today: date,
     if stop_after_misses is None:
         yield from map(TemplateLink, expand_urls(template, values, today=today))
         return
-    walked = next(n for n in names if isinstance(values[n], NumberRange))
+    walked, walked_range = next((n, v) for n, v in values.items() if isinstance(v, NumberRange))
     others = [n for n in names if n != walked]
-    open_ended = values[walked].last is None
+    open_ended = walked_range.last is None
     good = is_good or (lambda _url: False)
     for mapping in _combinations(others, values, today):
         unconfirmed: list[str] = []

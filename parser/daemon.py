@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from db.store import Database
 
@@ -41,6 +41,9 @@ from .settings.run_options import RunOptions, select_jobs, select_sources, unpol
 from .sources.protocols import polled, pushed
 from .sources.state import iso
 from .technique import Techniques
+
+if TYPE_CHECKING:  # the status page's type for the checker; the module itself is imported in _open_operator
+    from .operate.statuspage import StatusPage  # imported on first use: STATUS_LISTEN only (start-up time)
 
 __all__ = ["Daemon", "RunOptions"]
 log = logging.getLogger("parser")
@@ -73,18 +76,34 @@ class Daemon:
         self.shared = settings.shared and not options.dry_run  # a dry run opens its own files, in memory
         self.reload = Reload(options, clock=self.clock)  # SIGHUP sets its flag from the start
         self.fetcher: Fetcher | None = None
-        self.scheduler: Scheduler | None = None
+        self._scheduler: Scheduler | None = None
         self.db: Database | None = None
         self.sources_table: SourcesWriter | None = None  # the `sources` table, written at each flush
-        self.feeds: FeedPass | None = None
+        self._feeds: FeedPass | None = None
         self.techniques = Techniques()  # the feeds, then the jobs
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/core/runinfo.py), `reset`/`poll` requests, and the status page
         # (parser/operate/statuspage.py), which reads files and the flushes' health only.
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
         self.flushes = FlushRecord(self.run_info, self.wall)
-        self.operator: OperatorRequests | None = None
-        self.status_page = None
+        self._operator: OperatorRequests | None = None
+        self.status_page: StatusPage | None = None
+
+    # What _open makes, for the loop that runs after it: None before, and in _close after a start that failed.
+    @property
+    def scheduler(self) -> Scheduler:
+        assert self._scheduler is not None, "opened by _open, before the loop"
+        return self._scheduler
+
+    @property
+    def feeds(self) -> FeedPass:
+        assert self._feeds is not None, "opened by _open, before the loop"
+        return self._feeds
+
+    @property
+    def operator(self) -> OperatorRequests:
+        assert self._operator is not None, "opened by _open_operator, before the loop (not with --dry-run)"
+        return self._operator
 
     # -- start and stop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -138,8 +157,8 @@ class Daemon:
         if self.shared:  # the host slots of the group: PER_HOST, pacing, holds (parser/group/shared_hosts.py)
             from .group.shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)
             self.fetcher.slots = SharedHostSlots(s.db_url, s.per_host, s.deadline, self.stop)
-        self.scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
-        self.feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
+        self._scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
+        self._feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
                               run_info=self.run_info, clock=self.clock, wall=self.wall, stop=self.stop,
                               once=self.options.once, named=self.options.picks_sources, shared=self.shared,
                               dry_run=dry_run, out=self.out)
@@ -158,7 +177,7 @@ class Daemon:
                              dry_run=dry_run, out=self.out, job_files=job_files)
             jobs.open()
             self.techniques.add(jobs)
-        if dry_run:
+        if self.db is None:  # --dry-run
             return
         for sink in self.techniques.sinks():
             sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
@@ -170,7 +189,7 @@ class Daemon:
 
     def _open_operator(self) -> None:
         """Forever mode: `reset`/`poll` requests taken, the status page served (STATUS_LISTEN)."""
-        self.operator = OperatorRequests(None if self.options.once else ControlBox(self.settings.staging_dir),
+        self._operator = OperatorRequests(None if self.options.once else ControlBox(self.settings.staging_dir),
                                          schedule=self.feeds.schedule, run_info=self.run_info, clock=self.clock,
                                          save=lambda: self._save_state(force=True))
         self.feeds.polled = self.operator.answer_polled
@@ -182,8 +201,8 @@ class Daemon:
             self.run_info.status_listen = self.status_page.base_url
 
     def _close(self) -> None:
-        listener = self.feeds.listener if self.feeds else None  # before the workers: pushes may use them
-        for part in (self.status_page, listener, self.scheduler, self.fetcher, self.techniques):
+        listener = self._feeds.listener if self._feeds else None  # before the workers: pushes may use them
+        for part in (self.status_page, listener, self._scheduler, self.fetcher, self.techniques):
             if part:
                 part.close()  # the feeds' close closes the schedule's states too
         if self.db is not None:  # opened, so the lock is ours and daemon.json is this run's

@@ -18,7 +18,7 @@ from .core.errors import SchemaRefusedError, StorageError
 from .core.runinfo import Health, RunInfo
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
-from .pipeline.sink import PrintSink, Sink
+from .pipeline.sink import RecordSink
 from .settings.params import Source
 from .sources.state import iso
 
@@ -34,7 +34,7 @@ class Flushed:
     error: str | None      # the failed tables' errors, "; "-joined
 
 
-def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *, db_url: str,
+def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_url: str,
                 feeds_idle: bool = False, sources: SourcesWriter | None = None) -> Flushed:
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
@@ -49,7 +49,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
         try:
             rows, changed, known = sink.flush(db)
         except StorageError as exc:
-            pending = sink.staging.pending_rows()
+            pending = sink.pending_rows()
             logs.error_line("flush", redact_url(db_url), f"{exc}; {pending} records kept in staging for the next "
                             "flush" + ("" if feeds else f" (table {sink.table})"))
             log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
@@ -71,7 +71,7 @@ def flush_sinks(sinks: list[Sink | PrintSink], db: Database | None, why: str, *,
     return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None)
 
 
-def prepare_tables(db: Database, sinks: list[Sink | PrintSink]) -> None:
+def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
     """At start, before the first flush: each sink's table made, or brought from an older version's shape
     to this one's (db/migrate.py). A refusal stops the start (SchemaRefusedError: exit 2, saying what to
     do); a database away or locked is said, and the flush tries again."""
@@ -109,7 +109,7 @@ class SourcesWriter:
                 "last_status": state.last_status, "failures": state.failures, "dead": state.dead}
 
 
-def compact_hashes(sink: Sink | PrintSink, feeds: bool) -> None:
+def compact_hashes(sink: RecordSink, feeds: bool) -> None:
     """UNIQUE_WINDOW: the hashes older than the window out of the sink's hash file (at most once a day:
     parser/pipeline/hash_window.py). One that fails (a full disk) leaves the file whole, tried again later."""
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .pipeline.sink import PrintSink, Sink
+from .pipeline.sink import RecordSink
 
 
 class Technique(Protocol):
@@ -28,7 +28,7 @@ class Technique(Protocol):
     def finished(self) -> bool:
         """--once: nothing of this run is left to offer, running or to stage."""
 
-    def sinks(self) -> list[Sink | PrintSink]:
+    def sinks(self) -> list[RecordSink]:
         """Where its records are staged; flushed by the daemon, the feeds' first."""
 
     def close(self) -> None:
@@ -59,7 +59,7 @@ class Techniques:
     def finished(self) -> bool:
         return all(technique.finished() for technique in self.each)
 
-    def sinks(self) -> list[Sink | PrintSink]:
+    def sinks(self) -> list[RecordSink]:
         return [sink for technique in self.each for sink in technique.sinks()]
 
     def close(self) -> None:

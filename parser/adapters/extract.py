@@ -114,8 +114,9 @@ def _element_text(root: etree._Element) -> str:
     stack: list[tuple[etree._Element, bool]] = [(root, False)]
     while stack:
         element, closing = stack.pop()
-        named = isinstance(element.tag, str)  # a comment or processing instruction: only its tail is text
-        apart = named and element.tag.rpartition("}")[2].lower() in _APART
+        tag = element.tag
+        named = isinstance(tag, str)  # a comment or processing instruction: only its tail is text
+        apart = isinstance(tag, str) and tag.rpartition("}")[2].lower() in _APART
         if apart:
             parts.append("\n")
         if closing:

@@ -11,7 +11,16 @@ import feedparser
 
 from ..core.dates import looks_iso, read_date, utc_iso
 from ..core.errors import ParseError
-from ..core.record import AdapterRecord, Enclosure, clean_text, looks_like_html, plain_text, safe_text, title_text
+from ..core.record import (
+    AdapterRecord,
+    Enclosure,
+    Record,
+    clean_text,
+    looks_like_html,
+    plain_text,
+    safe_text,
+    title_text,
+)
 from ..core.urls import canonical_url
 from ..fetch.charset import to_utf8
 from .parsed import FeedInfo, Parsed
@@ -75,8 +84,8 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     notes: set[str] = set()
     info = _feed_info(feed.get("feed", {}))
     base = response_headers["content-location"]
-    records = [_record(e, source.name, fetched, rss=rss, notes=notes, base=base, feed_language=info.language)
-               for e in entries]
+    records: list[Record] = [_record(e, source.name, fetched, rss=rss, notes=notes, base=base,
+                                     feed_language=info.language) for e in entries]
     return Parsed(records=records, warnings=warnings, kind=feed.get("version", "") or "feed", notes=sorted(notes),
                   home=_text(feed.get("feed", {}).get("link")), feed=info)
 

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..core.errors import FetchError, ParseError
-from ..core.record import AdapterRecord, Enclosure, clean_text, html_to_text, title_text, utc_iso
+from ..core.record import AdapterRecord, Enclosure, Record, clean_text, html_to_text, title_text, utc_iso
 from ..core.urls import canonical_url
 from .jsonfeed import load_json
 from .parsed import Parsed
@@ -49,7 +49,8 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     if error:
         raise ParseError(f"the API answered with an error: {error}")
     items = list_at(document, api.items if api else "")
-    records, skipped = [], 0
+    records: list[Record] = []
+    skipped = 0
     for item in items:
         if isinstance(item, Mapping):
             records.append(record_from(item, api.map if api else {}, source.name, fetched))
@@ -205,6 +206,7 @@ def first_page_url(source: SourceView) -> str:
 def page_url(source: SourceView, page: int) -> str:
     """The address of page `page` (1, 2, ...) for `page_param` paging."""
     api = source.api
+    assert api is not None, "a json_api source with page_param"
     start = int(api.query_params.get(api.page_param, 1))
     return with_query(first_page_url(source), {api.page_param: str(start + page - 1)})
 

@@ -7,7 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.errors import ParseError
-from ..core.record import AdapterRecord, Enclosure, clean_text, html_to_text, looks_like_html, title_text, utc_iso
+from ..core.record import (
+    AdapterRecord,
+    Enclosure,
+    Record,
+    clean_text,
+    html_to_text,
+    looks_like_html,
+    title_text,
+    utc_iso,
+)
 from ..core.urls import canonical_url
 from .parsed import FeedInfo, Parsed
 from .sanitize import absolute_url, language_tag
@@ -65,7 +74,8 @@ def parse_document(document: Mapping[str, Any], *, source: SourceView, fetched: 
                     link=absolute_url(_text(document.get("home_page_url")), base),
                     description=html_to_text(_text(document.get("description"))),
                     language=language_tag(_text(document.get("language"))))
-    records, skipped = [], 0
+    records: list[Record] = []
+    skipped = 0
     for item in items:
         if isinstance(item, Mapping):
             records.append(_record(item, feed_author, source.name, fetched, base, info.language))
@@ -119,6 +129,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "categories": [_text(t) for t in tags] if isinstance(tags, list) else [],
         "enclosures": _attachments(item.get("attachments")),
         "image": _text(item.get("image")) or _text(item.get("banner_image")),
+        "comments": "",  # JSON Feed has no comments address
         "language": language_tag(_text(item.get("language")) or feed_language),
         "fetched": fetched,
         # The item's own page, else the feed's: what its content's relative links (and its attachments')

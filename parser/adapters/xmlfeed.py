@@ -27,7 +27,7 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree as etree
 
 from ..core.dates import read_date
-from ..core.record import CONTROL_BYTES, AdapterRecord, Enclosure, clean_text, looks_like_html, title_text
+from ..core.record import CONTROL_BYTES, AdapterRecord, Enclosure, Record, clean_text, looks_like_html, title_text
 from ..core.urls import canonical_url, is_canonical_already
 from ..fetch.charset import to_utf8
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
@@ -185,9 +185,11 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
     problem = _problem(root, parser)
     if problem:
         entries = keep_whole_entries(entries, text, problem, warnings)
+    dated: list[tuple[etree._Element, tuple[str, bool] | None]]  # each entry, with its date when it was read
     if limit is not None and len(entries) > limit:
-        pairs = [(e, _entry_date(e)) for e in entries]  # dated first: only the kept are read whole
-        dated = select_newest(pairs, [date for _, (date, _) in pairs], limit)
+        dates = [_entry_date(e) for e in entries]  # dated first: only the kept are read whole
+        pairs: list[tuple[etree._Element, tuple[str, bool] | None]] = list(zip(entries, dates, strict=True))
+        dated = select_newest(pairs, [date for date, _ in dates], limit)
     else:
         dated = [(e, None) for e in entries]
     notes: set[str] = set()
@@ -202,7 +204,7 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
             wanted = select([ids for *_, ids in read], _home(channel))
             read = [one for one, want in zip(read, wanted, strict=True) if want]
         info = _feed_info(channel)
-        records = [_record(*one, source.name, fetched, notes, info.language) for one in read]
+        records: list[Record] = [_record(*one, source.name, fetched, notes, info.language) for one in read]
     except UnicodeDecodeError:
         # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
         # decode: feedparser reads such a body (with the surrogate replaced).
@@ -316,7 +318,8 @@ def _problem(root: etree._Element, parser: etree.XMLParser) -> str:
 # -- one entry -------------------------------------------------------------------------------------
 def _field_of(tag: object) -> str | None:
     """The field an element's tag feeds (TAGS), its namespace matched without regard to case."""
-    name = TAGS.get(tag)  # an entity's tag is a function: never in TAGS (and read once: lxml builds it)
+    # An entity's tag is a function: never in TAGS (and read once: lxml builds it).
+    name = TAGS.get(tag) if isinstance(tag, str) else None
     if name is None and isinstance(tag, str) and tag.startswith("{"):
         namespace, _, local = tag[1:].partition("}")
         name = _TAGS_BY_LOWER_NS.get("{" + namespace.lower() + "}" + local)
@@ -339,7 +342,7 @@ def _fields(entry: etree._Element) -> dict[str, list[etree._Element]]:
 
 
 def _entry_date(entry: etree._Element) -> tuple[str, bool]:
-    fields = {}
+    fields: dict[str, list[etree._Element]] = {}
     for child in entry:
         name = _field_of(child.tag)
         if name in ("published", "updated", "created"):
@@ -421,7 +424,7 @@ def _html_summary(element: etree._Element | None) -> tuple[str, str]:
     summary is text by RFC 4287."""
     if element is None:
         return "", ""
-    atom = element.tag.startswith(("{" + ATOM10, "{" + ATOM03))
+    atom = isinstance(element.tag, str) and element.tag.startswith(("{" + ATOM10, "{" + ATOM03))
     kind = _type_of(element, "text" if atom else "")
     if kind == "" and len(element):  # markup written unescaped in an RSS description: HTML as it stands
         return _xhtml(element), element.base or ""
@@ -506,7 +509,7 @@ def _enclosure(element: etree._Element, url: str, length: str) -> Enclosure:
 
 def _extra_of(tag: object) -> str | None:
     """The extra an element's tag feeds (EXTRA_TAGS), its namespace matched without regard to case."""
-    name = EXTRA_TAGS.get(tag)
+    name = EXTRA_TAGS.get(tag) if isinstance(tag, str) else None
     if name is None and isinstance(tag, str) and tag.startswith("{"):
         namespace, _, local = tag[1:].partition("}")
         name = _EXTRA_BY_LOWER_NS.get("{" + namespace.lower() + "}" + local)

@@ -124,7 +124,7 @@ def read_date(text: str) -> ReadDate:
         # which is the next day's 00:00:00. Second 60 anywhere but at the end of a UTC day is no time.
         text, leap = _LEAP.subn(r"\g<1>59", text, count=1)
         # Most dates are ISO 8601 or English RFC 822: read those as they are, translate only the rest.
-        fast = looks_iso(text) or (_RFC822.match(text) and _RFC822.match(text)[2].lower() in _MONTH_NUMBER)
+        fast = looks_iso(text) or ((rfc822 := _RFC822.match(text)) and rfc822[2].lower() in _MONTH_NUMBER)
         dt = _parse(text if fast else _english(text))
         if dt is None:
             return ReadDate()

@@ -51,11 +51,15 @@ class AppendFile:
             self.append(header)
 
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        return os.fstat(self._open_fd()).st_size
 
     def append(self, data: bytes) -> None:
         """One write (then an fsync); a failed one is cut back and raises StorageError."""
-        _append_whole(self._fd, self.path, data, sync=self.sync)
+        _append_whole(self._open_fd(), self.path, data, sync=self.sync)
+
+    def _open_fd(self) -> int:
+        assert self._fd is not None, f"{self.path} used after close()"
+        return self._fd
 
     def close(self) -> None:
         if self._fd is not None:

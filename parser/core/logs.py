@@ -144,7 +144,7 @@ class _LogFile(logging.handlers.RotatingFileHandler):
 
     def let_go(self) -> None:
         """Close the file; the next line opens it again at its path (SIGHUP, a rotation by another tool)."""
-        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        stream, self.stream = self.stream, None
         if stream is not None:
             try:
                 stream.close()
@@ -173,7 +173,7 @@ class _LogFile(logging.handlers.RotatingFileHandler):
                 self.stream.close()
             except OSError:
                 pass  # the flush in close() fails the same way; the file is closed all the same
-            self.stream = None  # type: ignore[assignment]
+            self.stream = None
         if not _shown_on_console(record):
             try:
                 _to_stderr(self.format(record))
@@ -267,8 +267,11 @@ def reopen() -> None:
     for logger in (log, errors, critical):
         for handler in logger.handlers:
             if isinstance(handler, _LogFile):
-                with handler.lock:
+                handler.acquire()  # the handler's own lock, as emit() takes it
+                try:
                     handler.let_go()
+                finally:
+                    handler.release()
 
 
 def error_line(source: str, url: str, description: str, *, level: int = logging.ERROR) -> None:

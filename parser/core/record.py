@@ -4,12 +4,15 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypedDict, TypeVar, cast
 
 import lxml.html
 
 from .dates import utc_iso  # noqa: F401 (the adapters' date helper, kept importable from here)
+
+# A record of any shape: safe_record hands back the shape it was given.
+AnyMapping = TypeVar("AnyMapping", bound=Mapping[str, Any])
 
 
 class Enclosure(TypedDict):
@@ -58,10 +61,17 @@ class AdapterRecord(Record, total=False):
     base: str
 
 
+class HashedRecord(Record):
+    """A Record as the sink stages it (parser/pipeline/sink.py): with its key in `hash`."""
+    hash: str
+
+
 # A two-pass job's object (parser/jobs/pass2.py): "url", "fetched" and the job's own fields, all text.
 ObjectRecord = dict[str, str]
 # What the pipeline takes (identity, uniqueness, staging): a Record, or a job's object.
 AnyRecord = Record | ObjectRecord
+# What the sink stages and --dry-run prints: either of those with its key in "hash".
+StagedRecord = HashedRecord | ObjectRecord
 
 # The columns of the `items` table, in order (Record's keys); `hash` is added by the uniqueness check.
 RECORD_FIELDS: tuple[str, ...] = tuple(Record.__annotations__)
@@ -114,13 +124,14 @@ def safe_text(text: str) -> str:
         return _SURROGATES.sub("\ufffd", text)
 
 
-def safe_record(record: Mapping[str, Any]) -> dict[str, Any]:
+def safe_record(record: AnyMapping) -> AnyMapping:
     """The record with every text value made safe (lone surrogates -> U+FFFD, NUL dropped): the one
-    rule every record passes before it is hashed and staged, whatever produced it."""
+    rule every record passes before it is hashed and staged, whatever produced it. A new dict of the
+    same keys, each text still a text: of the type it was given (a Record, a job's object)."""
     texts = "".join(v for v in record.values() if isinstance(v, str))
     if "\x00" not in texts and safe_text(texts) is texts:  # nearly every record: checked at C speed
-        return dict(record)
-    return {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()}
+        return cast(AnyMapping, dict(record))
+    return cast(AnyMapping, {k: _without_nul(safe_text(v)) if isinstance(v, str) else v for k, v in record.items()})
 
 
 def _without_nul(text: str) -> str:
@@ -158,7 +169,7 @@ def html_to_text(value: Any) -> str:
     return _SPACES.sub(" ", clean_text(text)).strip()
 
 
-def now_iso(clock=time.time) -> str:
+def now_iso(clock: Callable[[], float] = time.time) -> str:
     return utc_iso(float(clock()))
 
 

@@ -44,7 +44,9 @@ def duration_seconds(text: Any) -> float | None:
     """'400d', '12h', '30m', '90s' (or '2 days', '1.5 hours') in seconds; None when it is no such text.
     A bare number is refused: "400" could mean seconds or days."""
     match = _DURATION.match(text) if isinstance(text, str) else None
-    unit = TIME_UNITS.get(match.group(2).lower()) if match else None
+    if match is None:
+        return None
+    unit = TIME_UNITS.get(match.group(2).lower())
     return float(match.group(1)) * unit if unit else None
 
 

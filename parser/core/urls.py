@@ -62,7 +62,7 @@ def canonical_url(url: str, *, exact: bool = False) -> str:
 def is_canonical_already(url: str, exact: bool) -> bool:
     """True when canonical_url(url, exact=exact) is `url` itself, known without w3lib."""
     plain = _CANONICAL_ALREADY.fullmatch(url)
-    return bool(plain) and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2]))
+    return plain is not None and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2]))
 
 
 def _canonical(written: str, exact: bool) -> str:

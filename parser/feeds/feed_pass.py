@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from types import MappingProxyType
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from ..core.cpu_pool import CpuPool
 from ..core.errors import FetchError, ParseError, ParseProcessError
-from ..core.record import RECORD_FIELDS, now_iso
+from ..core.record import RECORD_FIELDS, Record, now_iso
 from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
 from ..fetch.ratelimit import RateLimits
@@ -31,12 +31,15 @@ from ..fetch.scheduler import Scheduler, Work
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
-from ..pipeline.sink import Batch, PrintSink, Sink, Staged, open_sink
+from ..pipeline.sink import Batch, RecordSink, Staged, open_sink
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
-from ..sources.source_schedule import SourceSchedule
+from ..sources.source_schedule import Schedule, SourceSchedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
 from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
+
+if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push
+    from ..push.listener import Listener  # imported on first use: pushed sources only (start-up time)
 
 log = logging.getLogger("parser")
 STAGE_EVERY = 0.2  # seconds the polls back may wait for more to be staged with them (one fsync) ...
@@ -69,16 +72,24 @@ class FeedPass:
         self.scheduler, self.clock, self.wall, self.stop = scheduler, clock, wall, stop
         self.once, self.shared = once, shared
         self.schedule = self._open_schedule(fetcher, named=named, dry_run=dry_run)
+        # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
+        # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
+        # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored)
+        # or a dry run.
+        remember = settings.dedup != "off" and not dry_run
         try:
+            self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
+                                      settings.staging_dir / "hashes.txt")
             self.sink = open_sink(settings, table="items", columns=RECORD_FIELDS,
                                   unique_fields=settings.unique_fields, staging_dir=settings.staging_dir,
-                                  dry_run=dry_run, out=out, updates=settings.items_updates)
+                                  dry_run=dry_run, out=out, updates=settings.items_updates,
+                                  known=self.known if remember else None)
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
             raise
         self.taker = OutcomeTaker(self.sink, run_info, dead_after=settings.dead_after)
         self.inbox: Inbox | None = None  # webhook deliveries and WebSub pushes: open_push()
-        self.listener = None
+        self.listener: Listener | None = None
         self.offered_once = False
         self.in_flight = 0  # polls offered and not back yet
         self.polled: Polled = lambda source, state, ok: None
@@ -87,14 +98,6 @@ class FeedPass:
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
         # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
-        # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
-        # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
-        # with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored) or a dry run.
-        remember = settings.dedup != "off" and not dry_run
-        self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
-                                  settings.staging_dir / "hashes.txt")
-        if remember:
-            self.sink.known = self.known
         self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
         # A body's parse is bounded as its fetch is (DEADLINE): one past it is abandoned and refused.
         self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",),
@@ -105,8 +108,9 @@ class FeedPass:
         self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=self._rate_limits(),
                              full_text=full_text, cpu=self.cpu)
 
-    def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> SourceSchedule:
+    def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> Schedule[Source]:
         s = self.settings
+        schedule: Schedule[Source]
         if self.shared:  # the group's schedule and states, in the database (parser/group/shared.py)
             from ..group.shared import SharedSchedule  # imported on first use: SHARED only (psycopg)
             schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources, named=named)
@@ -195,7 +199,7 @@ class FeedPass:
         """--once: every poll offered has come back and been taken."""
         return self.offered_once and not self.in_flight and not self.back
 
-    def sinks(self) -> list[Sink | PrintSink]:
+    def sinks(self) -> list[RecordSink]:
         return [self.sink]
 
     def close(self) -> None:
@@ -255,10 +259,10 @@ class FeedPass:
 
     def _stage_records(self, outcomes: list[PollOutcome]) -> dict[int, Staged]:
         """id(outcome) -> what its records staged. A StorageError here is critical: let it rise."""
-        answered = [o for o in outcomes if o.error is None and not o.result.not_modified]
+        answered = [o for o in outcomes if o.error is None and not o.answer.not_modified]
         results = self.sink.stage_many([self._batch(o) for o in answered])
         for outcome, staged in zip(answered, results, strict=True):
-            self._say(outcome.parsed.said)
+            self._say(outcome.parsed_body.said)
             if self.known.path is not None:  # packed: 16 bytes an entry (parser/pipeline/known.py)
                 self.known.put(outcome.source.name, staged.digests)
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
@@ -266,7 +270,7 @@ class FeedPass:
     def _batch(self, outcome: PollOutcome) -> Batch:
         """One poll's records for the sink, less those its keep/block rules drop (counted on the outcome):
         never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py)."""
-        parsed = outcome.parsed
+        parsed = outcome.parsed_body
         source = outcome.source
         records, keys, outcome.blocked = source.entry_filter.split(parsed.records, parsed.keys)
         # The digests of what is kept and of the entries left unread, not of the blocked ones: those are
@@ -288,7 +292,7 @@ class FeedPass:
 
     def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
         """The feed's own addresses (home page, configured and fetched URL), remembered for its pushes."""
-        links = tuple(u for u in (outcome.parsed.home, source.url, outcome.result.url) if u)
+        links = tuple(u for u in (outcome.parsed_body.home, source.url, outcome.answer.url) if u)
         self.feed_links[source.name] = links
         return links
 
@@ -298,7 +302,7 @@ class FeedPass:
         if self.inbox is None:  # --dry-run
             return
 
-        def stage(name: str, records: list[dict]) -> None:
+        def stage(name: str, records: list[Record]) -> None:
             source = next((s for s in self.listened if s.name == name), None)
             blocked = 0
             if source is not None:  # its keep/block rules, as for its polls (_batch)

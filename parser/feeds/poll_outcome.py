@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..adapters import Parsed
 from ..adapters.parsed import FeedInfo
@@ -17,7 +18,7 @@ from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
-from ..pipeline.sink import PrintSink, Sink, Staged
+from ..pipeline.sink import RecordSink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
 
@@ -46,8 +47,20 @@ class PollOutcome:
     abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
     blocked: int = 0  # records its keep/block rules dropped before staging (parser/pipeline/filters.py)
 
+    @property
+    def answer(self) -> FetchResult:
+        """The server's answer, which every poll without an error has."""
+        assert self.result is not None, f"{self.source.name}: a poll without an error has an answer"
+        return self.result
 
-def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict:
+    @property
+    def parsed_body(self) -> Parsed:
+        """What the body was read as, which every answer but a 304 has."""
+        assert self.parsed is not None, f"{self.source.name}: an answer with a body was parsed"
+        return self.parsed
+
+
+def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[str, Any]]:
     """extra= for a poll's line: its values as keys of a JSON log line (LOG_FORMAT "json"), built here
     alone so that a new count is one line; the text line says them in its message."""
     error = outcome.fetch_error
@@ -72,7 +85,7 @@ class PollTally:
 
 
 class OutcomeTaker:
-    def __init__(self, sink: Sink | PrintSink, run_info: RunInfo, *, dead_after: int):
+    def __init__(self, sink: RecordSink, run_info: RunInfo, *, dead_after: int):
         """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
         (DEAD_AFTER) changes with a SIGHUP."""
         self.sink, self.run_info, self.dead_after = sink, run_info, dead_after
@@ -88,9 +101,9 @@ class OutcomeTaker:
         self.tally.polled += 1
         self.tally.sources.add(source.name)
         if outcome.error is not None:
-            self._take_failure(outcome, state, now)
+            self._take_failure(outcome, outcome.error, state, now)
             return False
-        result = outcome.result
+        result = outcome.answer
         self.tally.fetch_bytes += len(result.body)
         self.run_info.add(polls=1, fetch_bytes=len(result.body))
         state.count(now, polls=1, bytes=len(result.body))
@@ -103,6 +116,7 @@ class OutcomeTaker:
             state.last_outcome = "304"
             state.count(now, not_modified=1)
         else:
+            assert staged is not None, "an answer with a body has its records staged first"
             self._take_records(outcome, staged, state, now)
         ended = state.succeeded(now, interval=source.interval, status=result.status)
         if ended >= self.dead_after:
@@ -112,7 +126,7 @@ class OutcomeTaker:
     def _take_records(self, outcome: PollOutcome, staged: Staged, state: SourceState, now: float) -> None:
         """A body's records (staged already): the parse's warnings and notes, the counts, the log line;
         the validators are kept only now that the records they cover are staged."""
-        source, parsed, result = outcome.source, outcome.parsed, outcome.result
+        source, parsed, result = outcome.source, outcome.parsed_body, outcome.answer
         for warning in parsed.warnings:  # the body was read and its records staged: a warning, not an error
             logs.error_line(source.name, source.url, warning, level=logging.WARNING)
         for note in parsed.notes:
@@ -137,25 +151,25 @@ class OutcomeTaker:
         if result.future_last_modified:
             self._future_last_modified(source, result)
 
-    def _take_failure(self, outcome: PollOutcome, state: SourceState, now: float) -> None:
-        """A failed poll: its error said, the source backed off (SourceState.failed), and a server's
-        Retry-After held (hold)."""
+    def _take_failure(self, outcome: PollOutcome, error: str, state: SourceState, now: float) -> None:
+        """A failed poll (`error`, outcome.error): its error said, the source backed off (SourceState.failed),
+        and a server's Retry-After held (hold)."""
         source, exc = outcome.source, outcome.fetch_error
-        self.sink.say(f"{source.name}: error: {outcome.error}")
+        self.sink.say(f"{source.name}: error: {error}")
         if isinstance(exc, HostHeldError):  # not sent: the host's hold (a job's 429) is no failure of the source
-            logs.error_line(source.name, state.address(), outcome.error)
-            state.last_outcome = f"held: {outcome.error}"
+            logs.error_line(source.name, state.address(), error)
+            state.last_outcome = f"held: {error}"
             state.hold_for(now, exc.seconds)
             return
-        marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=outcome.error,
+        marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=error,
                               status=exc.status if exc is not None else None)
-        said = outcome.error
+        said = error
         if exc is not None and exc.retry_after is not None:  # until when, in the line itself
             wait = min(exc.retry_after, RETRY_AFTER_MAX)
             said = f"{said}; held until {iso(time.time() + wait)} (Retry-After {wait:.0f} s)"
         logs.error_line(source.name, state.address(), said)
         # WARNING at least, as errors.log has it as an ERROR: a level filter on parser.log must not hide it
-        log.warning("%s  error  %s  %.2f s", source.name, outcome.error, outcome.seconds,
+        log.warning("%s  error  %s  %.2f s", source.name, error, outcome.seconds,
                     extra={**logs.ALSO_IN_ERRORS, **poll_fields(outcome, None)})
         if marked:
             log.warning("%s  marked %s after %d failures in a row; polled with backoff", source.name, marked,
@@ -176,12 +190,13 @@ class OutcomeTaker:
             state.feed_url = parsed.feed_url
             log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
                      redact_url(parsed.feed_url))
-        step = state.redirected(result.moved_to or "")
+        moved_to = result.moved_to or ""
+        step = state.redirected(moved_to)  # "" (not moved) is neither step
         if step == "once":
-            logs.error_line(source.name, state.address(), f"moved permanently to {redact_url(result.moved_to)};"
+            logs.error_line(source.name, state.address(), f"moved permanently to {redact_url(moved_to)};"
                             " polled there from now on if the next poll says so too")
         elif step == "moved":
-            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(result.moved_to)} (twice "
+            logs.error_line(source.name, source.url, f"moved permanently to {redact_url(moved_to)} (twice "
                             "in a row): polled there from now on; update its url in params.py")
 
     def _future_last_modified(self, source: Source, result: FetchResult) -> None:

@@ -38,7 +38,7 @@ def host_key(url: str) -> str:
     try:
         parts = urlsplit(url.strip())
         host = (parts.hostname or "").lower()
-        port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower(), "")
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme.lower()) or ""
     except ValueError:  # a port that is no number: still one host, named as written
         return url.strip().lower()
     if ":" in host:

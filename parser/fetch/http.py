@@ -234,7 +234,7 @@ def _public_socket(conn: urllib3.connection.HTTPConnection) -> socket.socket:
         infos = socket.getaddrinfo(conn._dns_host, conn.port, 0, socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise urllib3.exceptions.NameResolutionError(conn.host, conn, exc) from exc
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))  # an int only for AF_UNIX: never here
     internal = [a for a in addresses if not public_address(a)]
     if internal:
         raise InternalAddressError(f"{conn.host} is an internal address ({internal[0]}); not fetched "

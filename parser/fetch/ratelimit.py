@@ -35,7 +35,7 @@ def parse_rate(text: object) -> Rate:
     """'30/min', '2/s', '100/hour burst 10', '5/10s'; raise ValueError saying what is accepted."""
     match = _RATE.match(text) if isinstance(text, str) else None
     unit = UNITS.get(match.group(3).lower()) if match else None
-    if not match or unit is None:
+    if not isinstance(text, str) or not match or unit is None:
         raise ValueError(f"must look like '30/min' or '30/min burst 5' (units: s, min, hour, day), got {text!r}")
     count = int(match.group(1))
     seconds = float(int(match.group(2) or 1) * unit)

@@ -151,7 +151,7 @@ class SharedLinkFile:
         """A job's `refresh` is not kept in the group's link table yet: no link is fetched again."""
         return None
 
-    def counts(self) -> Counter:
+    def counts(self) -> Counter[str]:
         """The group's counts, kept up to date with this daemon's marks between two reads. A read
         costs a scan of the job's links, so reads are spaced by 50 times what the last one took
         (at least COUNTS_TTL): a few milliseconds' table is read twice a second, a million links'
@@ -167,6 +167,7 @@ class SharedLinkFile:
 
 class SharedJobFiles(JobFiles):
     """A job whose links and pass 1 turn are the group's (its sink, harvest log and holds stay local)."""
+    links: SharedLinkFile
 
     def _open_links(self, settings: Settings, clock: Callable[[], float]) -> SharedLinkFile:
         self.clock = clock

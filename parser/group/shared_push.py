@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from db.coord import PerThread
 from db.coord_push import PushTables
 
 from ..core.errors import FetchError, ParseError, StorageError
+from ..core.record import Record
 from ..pipeline.inbox import KEEP_DELIVERY_IDS, Inbox
 from ..push.listener import Reply
 from ..push.websub import VERIFY_WAIT, Subscription, WebSub
+from ..sources.source_options import PushedSource, push_of
 
 log = logging.getLogger("parser")
 PRUNE_EVERY = 10_000  # deliveries this daemon took between two prunings: the table stays near KEEP_DELIVERY_IDS
@@ -45,7 +48,7 @@ class SharedInbox(Inbox):
         self._count_lock = threading.Lock()
         self._prune()
 
-    def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
+    def accept(self, source: str, delivery: str | None, records: Sequence[Record]) -> bool:
         if delivery is None:
             return super().accept(source, delivery, records)
         coord = _tables(self.coords)
@@ -62,7 +65,7 @@ class SharedInbox(Inbox):
     def seen(self, source: str, delivery: str) -> bool:
         return super().seen(source, delivery) or _tables(self.coords).delivery_seen(source, delivery)
 
-    def drain(self, stage: Callable[[str, list[dict]], None]) -> int:
+    def drain(self, stage: Callable[[str, list[Record]], None]) -> int:
         count = super().drain(stage)
         if self._taken >= PRUNE_EVERY:
             self._prune()
@@ -85,13 +88,13 @@ class SharedInbox(Inbox):
 
 
 class SharedWebSub(WebSub):
-    def __init__(self, sources: list, *, db_url: str, **kwargs):
+    def __init__(self, sources: Sequence[PushedSource], *, db_url: str, **kwargs: Any):
         super().__init__(sources, **kwargs)
         self.coords = PerThread(db_url)
         coord = _tables(self.coords)
         coord.create_schema()
         for sub in self.subscriptions.values():
-            if not sub.source.push.secret():  # a secret of our own making: the group's, the first one's
+            if not push_of(sub.source).secret():  # a secret of our own making: the group's, the first one's
                 sub.secret = coord.websub_secret(sub.source.name, sub.secret.decode("ascii")).encode("ascii")
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from linkgen.harvest import Harvest
-from linkgen.linkfile import LinkFile, Mark
+from linkgen.linkfile import LinkFile, Links, Mark
 
 from ..adapters.extract import blank_values, compile_selector
 from ..core.jsonfile import read_object, write_whole
@@ -66,7 +66,7 @@ class JobFiles:
         self._pull_back(clock())
         self.waited = 0.0  # seconds this run has waited for held hosts (bounded under --once)
 
-    def _open_links(self, settings: Settings, clock: Callable[[], float]) -> LinkFile:
+    def _open_links(self, settings: Settings, clock: Callable[[], float]) -> Links:
         """The job's link file (SHARED = True: the group's links, parser/group/shared_jobs.py)."""
         return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run, refresh=self.job.refresh)
 

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
@@ -31,7 +32,7 @@ GONE_FLUSHING = "gone.flushing.txt"
 
 
 class JobSink(Sink):
-    def __init__(self, *, kinds: Mapping[str, str], **kwargs):
+    def __init__(self, *, kinds: Mapping[str, str], **kwargs: Any):
         super().__init__(**kwargs)
         self.kinds = dict(kinds)  # read by flush_all.prepare_tables, which makes the table at start
 
@@ -41,7 +42,8 @@ class JobSink(Sink):
         stamp = datetime.fromtimestamp(int(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         durable.append(self.folder / GONE_FILE, f"{stamp}\t{' '.join(url.split())}\n".encode())
 
-    def flush(self, db: Database) -> FlushCount:
+    def flush(self, db: Database | None) -> FlushCount:
+        assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
         db.table(self.table, self.columns[1:], self.kinds)  # typed, should the start not have made it
         count = super().flush(db)
         self._flush_gone(db)

@@ -52,11 +52,11 @@ class Pass1:
         if run.given_up:
             return
         room = ctx.window - ctx.scheduler.waiting(run.pages) - ctx.scheduler.running_for(run.pages)
-        job = files.job
+        spec = harvest.spec
         for url, depth in harvest.take(max(room, 0), held_for=ctx.pacer.key_held_for):
             ctx.scheduler.add(Work(url=url, owner=run.pages,
-                                   run=partial(fetch_page, url, depth, job.harvest, fetcher=ctx.fetcher,
-                                               pacer=ctx.pacer, robots=ctx.robots, delay=job.delay),
+                                   run=partial(fetch_page, url, depth, spec, fetcher=ctx.fetcher,
+                                               pacer=ctx.pacer, robots=ctx.robots, delay=files.job.delay),
                                    absorb=partial(self._page_done, files, run),
                                    failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
@@ -74,6 +74,7 @@ class Pass1:
     def _page_done(self, files: JobFiles, run: JobRun, result: PageResult) -> None:
         """Main thread: one harvest page back from its worker."""
         job, harvest, links, url = files.job, files.harvest, files.links, result.url
+        assert harvest is not None, "a harvest job's page"
         if result.held or (result.error and self.ctx.stop.is_set() and result.retry_after is None):
             harvest.release(url)  # not sent, or cut short by the stop: fetched when the run goes on
             return
@@ -93,13 +94,13 @@ class Pass1:
 
     def _end_harvest(self, files: JobFiles, run: JobRun) -> None:
         job, harvest, links = files.job, files.harvest, files.links
-        if not harvest.active:
+        if harvest is None or not harvest.active:
             return
         new = len(links) - harvest.links_before
         summary = (f"{harvest.pages_done} pages fetched ({harvest.failed} failed), {len(links)} links"
                    f"{links.where}, {new} new")
         if harvest.stopped_at_max:
-            summary += f"; stopped at max_pages ({job.harvest.max_pages})"
+            summary += f"; stopped at max_pages ({harvest.spec.max_pages})"
         files.pass1_finished(self.ctx.clock())  # before 'end': a crash between them only ends an empty run again
         harvest.end(summary)
         self.ctx.end_progress()
@@ -111,6 +112,8 @@ class Pass1:
     def expand_template(self, files: JobFiles, *, scheduled: bool) -> int:
         """Add the template's links to the link file; return how many were new."""
         job, links = files.job, files.links
+        template = job.template
+        assert template is not None, "a template job (a harvest job has no template)"
         started, before = time.monotonic(), len(links)
         today = datetime.fromtimestamp(self.ctx.clock(), UTC).date()
         probes: list[str] = []
@@ -122,12 +125,12 @@ class Pass1:
             def enough(pending: int) -> bool:
                 nonlocal pending_seen
                 pending_seen = pending
-                return pending > most  # only the first links pass 2 would fetch are needed
-            links.add_template(expand_urls(job.template, job.values, today=today),
+                return most is not None and pending > most  # only the first links pass 2 would fetch are needed
+            links.add_template(expand_urls(template, job.values, today=today),
                                chunk=TEMPLATE_CHUNK, enough=enough if most is not None else None)
         else:
             batch: list[Link] = []
-            for made in expand(job.template, job.values, today=today, stop_after_misses=job.stop_after_misses,
+            for made in expand(template, job.values, today=today, stop_after_misses=job.stop_after_misses,
                                is_good=lambda url: links.status(url) == "done"):
                 batch.append(Link(made.url, None, "template"))
                 if made.probe:
@@ -167,8 +170,9 @@ class Pass1:
         previous = files.pass1_at
         since = datetime.fromtimestamp(previous, UTC).date() if previous > 0 else today
         narrowed = open_end(files.job.values, min(since, today), today)
-        if narrowed is None:
+        template = files.job.template
+        if narrowed is None or template is None:
             return []
         links = files.links
-        return [u for u in expand_urls(files.job.template, narrowed, today=today)
+        return [u for u in expand_urls(template, narrowed, today=today)
                 if u in links and links.status(u) in ("gone", "dead")]

@@ -238,6 +238,7 @@ class Pass2:
         except ParseError as exc:
             return ObjectOutcome(url=url, index=index, error=str(exc), revisit=revisit)
         if doc is None:  # 304: unchanged since the last visit
+            assert revisit is not None, "only a revisit asks conditionally"
             return ObjectOutcome(url=url, index=index, revisit=revisit, same=True,
                                  etag=response.etag or revisit.etag,
                                  modified=response.last_modified or revisit.modified, digest=revisit.digest)
@@ -251,15 +252,16 @@ class Pass2:
                                        "fields)")
         values, warnings = typed_values(files.job.types, extracted.values)
         digest = fields_digest(values)
-        validators = {"etag": response.etag or "", "modified": response.last_modified or "", "digest": digest}
+        etag, modified = response.etag or "", response.last_modified or ""  # kept with the link, as the digest
         if revisit is not None and revisit.digest == digest:
-            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True, **validators)
+            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True, etag=etag, modified=modified,
+                                 digest=digest)
         record = {"url": url, "fetched": now_iso(self.ctx.clock), **values}
         return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty, revisit=revisit,
-                             warnings=warnings, **validators)
+                             warnings=warnings, etag=etag, modified=modified, digest=digest)
 
-    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter,
-                empty: Counter) -> list[tuple[int, str]]:
+    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter[str],
+                empty: Counter[str]) -> list[tuple[int | None, str]]:
         """Main thread: stage the records (durably; a revisit's as an update of its row), then mark their
         links; log the failures. Return the refused links (line, URL) that may be asked again (after their
         host's hold)."""
@@ -277,7 +279,7 @@ class Pass2:
             for warning in outcome.warnings:  # a typed field's text that did not convert: stored as NULL
                 logs.error_line(files.job.name, outcome.url, warning)
             if outcome.revisit is not None:
-                marks.append(self._revisit_mark(files, outcome, tally))
+                marks.append(self._revisit_mark(files, outcome, outcome.revisit, tally))
                 continue
             tally["unmatched"] += outcome.unmatched
             if outcome.record is not None:
@@ -289,7 +291,7 @@ class Pass2:
             else:
                 marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
                                   outcome.index))
-        again_links = []
+        again_links: list[tuple[int | None, str]] = []
         for mark, link_state in files.links.mark(marks):
             if mark.status in REVISITED:
                 continue
@@ -310,10 +312,10 @@ class Pass2:
             self.ctx.error(files, mark.url, mark.detail, then)
         return again_links
 
-    def _revisit_mark(self, files: JobFiles, outcome: ObjectOutcome, tally: Counter) -> Mark:
+    def _revisit_mark(self, files: JobFiles, outcome: ObjectOutcome, revisit: Revisit, tally: Counter[str]) -> Mark:
         """The mark of a done link fetched again: changed (staged), unchanged, missed (404/410; the second in a
         row marks its row gone, noted for the flush before the link says so), or kept (any other failure)."""
-        revisit, url, index = outcome.revisit, outcome.url, outcome.index
+        url, index = outcome.url, outcome.index
         tally["revisited"] += 1
         if outcome.record is not None:
             tally["changed"] += 1

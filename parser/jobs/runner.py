@@ -32,7 +32,7 @@ from linkgen.frontier import HostFrontier
 
 from ..fetch.http import Fetcher
 from ..fetch.scheduler import Scheduler
-from ..pipeline.sink import PrintSink, Sink
+from ..pipeline.sink import RecordSink
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from .job_context import DRY_RUN_LINKS, JobContext, url_of, utc
@@ -95,7 +95,7 @@ class JobRunner:
             files.close()
         self.ctx.pacer.close()
 
-    def sinks(self) -> list[Sink | PrintSink]:
+    def sinks(self) -> list[RecordSink]:
         """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
         return [files.sink for files in self.job_files]
 

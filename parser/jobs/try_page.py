@@ -58,6 +58,7 @@ def try_page(settings: Settings, job: LinkJob, url: str, *, clock: Callable[[], 
         seconds = time.monotonic() - started
     finally:
         fetcher.close()
+    assert doc is not None, "asked without a revisit, so never a 304"
     selectors = {name: compile_selector(selector) for name, selector in job.fields.items()}
     extracted = extract_fields(doc, selectors, blank_values(selectors))
     values, _warnings = typed_values(job.types, extracted.values)  # as pass 2 stages them ('' when not converted)

@@ -13,7 +13,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -161,7 +161,7 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
         raise StorageError(f"database unreachable: {_short(exc)}") from None
     types = {c["name"]: c["type"] for c in reflected}
     table = sa.table(request.table, *[sa.column(name) for name in types])  # untyped: the driver's values
-    where = []
+    where: list[sa.ColumnElement[bool]] = []
     if request.sources:
         if "source" not in types:
             raise ValueError(f"--source picks rows of the items table; table {request.table!r} has no source column")
@@ -190,7 +190,7 @@ def _since_clause(table: sa.TableClause, types: dict, since: datetime, name: str
     return sa.or_(*tests)
 
 
-def _rows(engine: sa.Engine, plan: _Plan) -> Iterator[dict]:
+def _rows(engine: sa.Engine, plan: _Plan) -> Generator[dict[str, Any], None, None]:
     """The rows in id order, CHUNK_ROWS a read, each read a connection of its own (see the docstring)."""
     pairs = tuple(zip(plan.columns, plan.convert, strict=True))
     if "id" not in plan.columns:  # the sources table (a row a source: small), or a user's own: one read

@@ -11,7 +11,7 @@ from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
 from ..settings.params import Settings, Source
 from ..sources.protocols import protocol_of
-from ..sources.source_schedule import SourceSchedule
+from ..sources.source_schedule import Schedule
 from ..sources.state import SourceState, iso
 from .control import NOT_POLLED, POLL_FAILED, ControlBox, Request
 
@@ -19,7 +19,7 @@ log = logging.getLogger("parser")
 
 
 class OperatorRequests:
-    def __init__(self, control: ControlBox | None, *, schedule: SourceSchedule, run_info: RunInfo,
+    def __init__(self, control: ControlBox | None, *, schedule: Schedule[Source], run_info: RunInfo,
                  clock: Callable[[], float], save: Callable[[], None]):
         """`control` None (--once, --dry-run): no requests are taken. `save` writes state.json and
         daemon.json now, so that `status` after an answer shows what the answer says."""
@@ -59,10 +59,14 @@ class OperatorRequests:
             state.next_due = now
         self.schedule.poll_now(source)
         self.awaiting.setdefault(source.name, []).append(request)
-        self.control.answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")
+        self._answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")
+
+    def _answer(self, request: Request, *, ok: bool, done: bool, message: str, code: int | None = None) -> None:
+        assert self.control is not None, "requests come only from a control box"
+        self.control.answer(request, ok=ok, done=done, message=message, code=code)
 
     def _refuse(self, request: Request, message: str, code: int | None = None) -> None:
-        self.control.answer(request, ok=False, done=True, message=message, code=code)
+        self._answer(request, ok=False, done=True, message=message, code=code)
 
     def answer_polled(self, source: Source, state: SourceState, ok: bool) -> None:
         """After the source's poll is taken (parser/feeds/feed_pass.py): the requests waiting for it answered."""
@@ -73,7 +77,7 @@ class OperatorRequests:
         # A failure's outcome reads "error: ..." in `status`; the command puts its own "error: " first.
         outcome = (state.last_outcome or "polled").removeprefix("error: ")
         for request in requests:
-            self.control.answer(request, ok=ok, done=True, code=None if ok else POLL_FAILED,
+            self._answer(request, ok=ok, done=True, code=None if ok else POLL_FAILED,
                                 message=f"{request.verb} {source.name}: {outcome}")
 
 

@@ -23,7 +23,7 @@ from ..settings.params import Settings, Source
 from ..settings.read import SettingsRead
 from ..settings.run_options import RunOptions, select_sources
 from ..sources.protocols import polled, pushed
-from ..sources.source_schedule import SourceSchedule
+from ..sources.source_schedule import Schedule
 
 log = logging.getLogger("parser")
 # The settings a running daemon takes over from a re-read params file; the others were built into
@@ -88,7 +88,7 @@ class Reload:
     def pending(self) -> bool:
         return self.requested.is_set() or self.reading is not None
 
-    def step(self, running: Running, schedule: SourceSchedule) -> Running | None:
+    def step(self, running: Running, schedule: Schedule[Source]) -> Running | None:
         """Start the read, or look at the one going on, never waiting. The settings and sources to run
         from now on when a good file has been read; None while the read goes on, or when the file was
         refused. A SIGHUP during a read is kept for the next one, which reads the file as it is then."""
@@ -114,7 +114,7 @@ class Reload:
             return None
         return self._apply(running, new, sources, schedule)
 
-    def _apply(self, running: Running, new: Settings, sources: list[Source], schedule: SourceSchedule) -> Running:
+    def _apply(self, running: Running, new: Settings, sources: list[Source], schedule: Schedule[Source]) -> Running:
         old = running.settings
         restart = [name.upper() for name in RESTART_TO_APPLY if getattr(new, name) != getattr(old, name)]
         listened, now_polled = pushed(sources), polled(sources)

@@ -12,7 +12,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -75,9 +75,9 @@ class StatusPage:
             protocol_version = "HTTP/1.1"
             server_version = "parser-status"
             sys_version = ""
+            timeout = 10  # a client that stalls cannot hold a thread (StreamRequestHandler.setup applies it)
 
             def setup(self):
-                self.timeout = 10  # a client that stalls cannot hold a thread
                 super().setup()
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -90,12 +90,14 @@ class StatusPage:
             def do_HEAD(self):  # noqa: N802
                 page._serve(self)
 
+        assert settings.status_listen is not None, "the page is opened with STATUS_LISTEN only"
         host, port = settings.status_listen
         try:
             self.httpd = _BoundedServer((host, port), Handler)
         except OSError as exc:
             raise SettingsError(f"STATUS_LISTEN: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        self.host, self.port = self.httpd.server_address[:2]
+        bound = self.httpd.server_address  # as the socket says it: its host a str already (AF_INET, AF_INET6)
+        self.host, self.port = str(bound[0]), bound[1]
         self._thread: threading.Thread | None = None
 
     @property
@@ -326,7 +328,7 @@ def _hourly_series(hourly: list, index: dict[str, int]) -> list[tuple[int, int]]
     return series
 
 
-def bar_chart(values: list[float], color: str, *, width: int = 300, height: int = 110,
+def bar_chart(values: Sequence[float], color: str, *, width: int = 300, height: int = 110,
               marks: list[bool] | None = None, slots: int = 0) -> str:
     """An SVG bar chart with its maximum written on the axis; marked bars are drawn red. With `slots`,
     fewer values keep their width and sit at the right (the newest end)."""

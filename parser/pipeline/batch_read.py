@@ -6,7 +6,7 @@ safe_record only for the rows that need it. The csv module's parse itself is mos
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -74,13 +74,14 @@ def _parts(path: Path, errors: str, skip: int, part_chars: int) -> Iterator[Cell
                 skip -= 1
                 continue
             joined = "\x1f".join(row)  # one string to look in, at C speed, instead of each cell
+            cells: Sequence[str | None] = row
             if joined.startswith(_ESCAPE) or "\x1f" + _ESCAPE in joined:
-                row = [_true_text(cell) for cell in row]
+                cells = [_true_text(cell) for cell in row]
             if errors != "strict" or "\x00" in joined:
                 unsafe.append(len(rows))
             # A tuple: the garbage collector stops looking at one that holds only strings (a list it
             # would walk at every full collection while 200,000 of them are read: a quarter of the time).
-            rows.append(tuple(row) if len(row) == width else tuple((row + [None] * width)[:width]))
+            rows.append(tuple(cells) if len(cells) == width else tuple((list(cells) + [None] * width)[:width]))
             size += len(joined)
             if size >= part_chars:
                 yield Cells(header, rows, unsafe)

@@ -308,7 +308,7 @@ class HashFile:
         it (parser/pipeline/hash_window.py); None when nothing was dropped. The filter keeps the dropped
         hashes (a hash asked again costs one scan of the file, then counts as new) until they are half of
         it: then it is rebuilt from the file. `between_steps` is a test's kill point."""
-        if self.window is None or self.read_only:
+        if self.window is None or self.file is None:  # no window, or read-only
             return None
         drop = lines_to_drop(self.marks.marks, self.clock(), self.window)
         if not drop:

@@ -20,8 +20,10 @@ from ..core.record import clean_text, record_digest, safe_record
 from .identity import Identity
 from .known import short_key
 
+# A table's rule of identity: (UNIQUE_FIELDS, HASH, table).
+KeyRule = tuple[str | Sequence[str], str, str]
 # One per table rule in each process, shared by its threads: its canonical-link cache lives on.
-_IDENTITIES: dict[tuple, Identity] = {}
+_IDENTITIES: dict[tuple[str | tuple[str, ...], str, str], Identity] = {}
 
 
 def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str = "items") -> Identity:
@@ -33,7 +35,7 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
 
 
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, known: Mapping[str, str] | None, rule: tuple, feed_urls: tuple[str, ...]) -> Parsed:
+             limit: int, known: Mapping[str, str] | None, rule: KeyRule, feed_urls: tuple[str, ...]) -> Parsed:
     """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key `known`
     holds with the same digest left unread (Parsed.known); every entry's digest in Parsed.digests.
     `known`: short key -> digest of the source's last poll (parser/pipeline/known.py), None when nothing is
@@ -42,11 +44,17 @@ def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str,
     Raises ParseError as parse_body does."""
     identity = identity_for(*rule)
     said: list[tuple[bool, str]] = []  # identity's lines, for the daemon's log
-    chosen: dict[str, list] = {}
+    # What select chose, for the records once read: "keys" and "known" (as Parsed holds them), and
+    # each chosen entry's ids as identity stores them, and the digests of all.
+    chosen: dict[str, list[str]] = {}
+    chosen_ids: list[dict[str, str]] = []
+    chosen_digests: dict[str, str] = {}
 
     def select(ids: list[dict[str, str]], home: str) -> list[bool]:
         said.clear()  # asked again when the fast path handed the body on after asking
         chosen.clear()
+        chosen_ids.clear()
+        chosen_digests.clear()
         # As the sink would see them: sanitize.finish_record's clean_text, then safe_record.
         digests = [one.get("digest", "") for one in ids]
         stubs = [safe_record({name: clean_text(value) for name, value in one.items() if name != "digest"})
@@ -58,17 +66,17 @@ def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str,
         previous = known or {}
         wanted = [not digest or previous.get(short_key(key)) != digest
                   for key, digest in zip(identified.keys, digests, strict=True)]
-        chosen["digests"] = {key: digest for key, digest in zip(identified.keys, digests, strict=True) if digest}
+        chosen_digests.update((key, digest) for key, digest in zip(identified.keys, digests, strict=True) if digest)
         chosen["keys"] = [key for key, want in zip(identified.keys, wanted, strict=True) if want]
         chosen["known"] = [key for key, want in zip(identified.keys, wanted, strict=True) if not want]
-        chosen["stored"] = [stub for stub, want in zip(identified.records, wanted, strict=True) if want]
+        chosen_ids.extend(stub for stub, want in zip(identified.records, wanted, strict=True) if want)
         return wanted
 
     parsed = parse_body(source, body, url=url, headers=headers, fetched=fetched, limit=limit, select=select)
     if "keys" in chosen:
-        for record, stub in zip(parsed.records, chosen["stored"], strict=True):
+        for record, stub in zip(parsed.records, chosen_ids, strict=True):
             record["link"], record["guid"] = stub["link"], stub["guid"]  # as identity stores them
-        parsed.keys, parsed.known, parsed.digests = chosen["keys"], chosen["known"], chosen["digests"]
+        parsed.keys, parsed.known, parsed.digests = chosen["keys"], chosen["known"], dict(chosen_digests)
     else:  # keyed by more than the ids: every record was read, and is keyed here from the whole record
         identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
         parsed.records, parsed.keys = identified.records, identified.keys

@@ -158,6 +158,8 @@ class History:
 
     # -- helpers ------------------------------------------------------------------------------
     def _has_hashes(self) -> bool:
+        if self.hashes is None:  # DEDUP "off": no hash file
+            return False
         try:
             return self.hashes.stat().st_size > 0
         except OSError:

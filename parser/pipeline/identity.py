@@ -24,9 +24,10 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 from urllib.parse import parse_qsl
 
-from ..core.record import AnyRecord, record_hash
+from ..core.record import AnyRecord, ObjectRecord, Record, record_hash
 from ..core.urls import canonical_url, is_junk_param
 
 log = logging.getLogger("parser")
@@ -47,9 +48,13 @@ RULE_CHANGES = {
 }
 
 
+# Identity hands back the records it was given, of their own type (its links set as stored).
+Keyed = TypeVar("Keyed", Record, ObjectRecord, AnyRecord)
+
+
 @dataclass
-class Identified:
-    records: list[AnyRecord]  # the records as they are stored (the link canonical unless that merges entries)
+class Identified(Generic[Keyed]):
+    records: list[Keyed]  # the records as they are stored (the link canonical unless that merges entries)
     keys: list[str]      # one hex digest per record
     by_content: int = 0  # records keyed by their title, date and text (neither guid nor link to go by)
 
@@ -80,8 +85,8 @@ class Identity:
         is keyed by its content (Identified.by_content counts those)."""
         return self.auto or set(self.fields) <= {"source", "guid", "link"}
 
-    def identify(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = (),
-                 said: list[tuple[bool, str]] | None = None) -> Identified:
+    def identify(self, records: Sequence[Keyed], feed_links: Iterable[str] = (),
+                 said: list[tuple[bool, str]] | None = None) -> Identified[Keyed]:
         """Keys for one poll (or one delivery) of records; `feed_links` are the feed's own addresses
         (home page, feed URL), which name the feed and never one entry. Its lines go to parser.log, or
         with `said` (a parse process: parser/pipeline/first_read.py) into that list as (said once per
@@ -95,19 +100,22 @@ class Identity:
                 groups[(e.source, e.plain)].append(i)
         told_apart: set[tuple[str, str]] = set()   # links several entries share, the source telling them apart
         written_kept: set[tuple[str, str]] = set()  # ... by their links as written
-        for key, members in groups.items():
+        for group, members in groups.items():
             if len({(entries[i].guid, entries[i].link) for i in members}) > 1:
-                told_apart.add(key)
+                told_apart.add(group)
             if len({entries[i].link for i in members}) > 1:
-                written_kept.add(key)
-        stored = []
+                written_kept.add(group)
+        stored: list[Keyed] = []
         for record, e in zip(records, entries, strict=True):
             link = e.link if (e.source, e.plain) in written_kept else e.plain
-            changed = {"link": link} if record.get("link", "") != link else {}
-            if changed and record.get("guid") and record.get("guid") == record.get("link"):
-                changed["guid"] = link  # the adapters' default guid is the link: it follows the link
-            stored.append({**record, **changed} if changed else record)
-        keys = []
+            if record.get("link", "") != link:
+                relinked = record.copy()
+                relinked["link"] = link
+                if record.get("guid") and record.get("guid") == record.get("link"):
+                    relinked["guid"] = link  # the adapters' default guid is the link: it follows the link
+                record = relinked
+            stored.append(record)
+        keys: list[str] = []
         by_content = 0
         for record, e in zip(stored, entries, strict=True):
             if self.auto:
@@ -130,6 +138,7 @@ class Identity:
     def _within_source(self, record: AnyRecord, e: _Entry, own: set[str]) -> tuple[str, bool]:
         """A key only this source can produce: its guid, else its link (fragment kept), else its content;
         and whether it was its content."""
+        parts: tuple[str, ...]
         if e.guid and self._plain(e.guid) not in own:
             parts = ("guid", e.source, e.guid)
         elif record.get("link") and e.plain not in own:

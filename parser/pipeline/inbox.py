@@ -21,10 +21,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..core import durable
+from ..core.record import Record
 
 log = logging.getLogger("parser")
 KEEP_DELIVERY_IDS = 200_000  # ids older than this many deliveries are forgotten (senders retry within hours)
@@ -45,7 +46,7 @@ class Inbox:
                 if entry.get("delivery"):
                     self._seen.add(_key(entry["source"], entry["delivery"]))
 
-    def accept(self, source: str, delivery: str | None, records: list[dict]) -> bool:
+    def accept(self, source: str, delivery: str | None, records: Sequence[Record]) -> bool:
         """Durably keep one delivery's records; False (nothing kept) when `delivery` was seen before.
 
         Raises StorageError when the disk refuses: the sender then gets a 5xx and retries."""
@@ -64,7 +65,7 @@ class Inbox:
         with self._lock:
             return _key(source, delivery) in self._seen
 
-    def drain(self, stage: Callable[[str, list[dict]], None]) -> int:
+    def drain(self, stage: Callable[[str, list[Record]], None]) -> int:
         """Main thread: hand the waiting deliveries' records to stage(source, records), a call per
         source; return how many deliveries.
 
@@ -75,7 +76,7 @@ class Inbox:
         count = 0
         for batch in self._draining():
             entries = list(_read_entries(batch))
-            by_source: dict[str, list[dict]] = {}  # one staging write per source, not per delivery
+            by_source: dict[str, list[Record]] = {}  # one staging write per source, not per delivery
             for entry in entries:
                 by_source.setdefault(entry["source"], []).extend(entry["records"])
             for source, records in by_source.items():

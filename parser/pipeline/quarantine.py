@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..core import durable, logs
 
 
-def set_aside(folder: Path, table: str, record: dict, error: str) -> None:
+def set_aside(folder: Path, table: str, record: Mapping[str, object], error: str) -> None:
     """Keep `record` in folder/quarantine.jsonl (fsynced) and write an errors.log line naming it."""
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "table": table,
             "source": record.get("source") or table, "error": error, "record": record}

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import Any, NamedTuple, Protocol, TextIO, cast
 
 from db.bulk import Loaded
 from db.store import Database
 
 from ..core.errors import RecordRefusedError, StorageError
-from ..core.record import AnyRecord, record_digest, safe_record
+from ..core.record import AnyRecord, StagedRecord, record_digest, safe_record
 from .batch_read import read_parts
 from .dedup import Uniqueness, open_uniqueness
 from .history import History
@@ -34,13 +34,13 @@ log = logging.getLogger("parser")
 
 @dataclass
 class Staged:
-    new: list[dict[str, str]]  # the new records, each with its `hash`
+    new: list[StagedRecord]  # the new records, each with its `hash`
     duplicates: int
     checked: list[str] = field(default_factory=list)  # every key the uniqueness check was asked (new or not)
     # Records stored before, staged again to update their rows: their digest differs from the last poll's
     # (`changed` of them), or none was known (a first poll since the digests were lost: the flush changes
     # the row only where something differs).
-    updates: list[dict[str, str]] = field(default_factory=list)
+    updates: list[StagedRecord] = field(default_factory=list)
     changed: int = 0
     digests: dict[str, str] = field(default_factory=dict)  # key -> digest of every entry of the batch
 
@@ -84,7 +84,7 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
         records, keys = identified.records, identified.keys
     unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
-    fresh: list[dict[str, str]] = []
+    fresh: list[StagedRecord] = []
     staged = Staged(new=fresh, duplicates=0, checked=list(keys), digests=dict(digests or {}))
     for record, key in zip(records, keys, strict=True):
         digest = staged.digests.get(key) or staged.digests.setdefault(key, record_digest(record))
@@ -92,13 +92,18 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
             continue
         if key in unseen:
             seen.add(key)
-            fresh.append({"hash": key, **record})
+            fresh.append(_hashed(key, record))
         elif updates and (before := None if previous is None else previous.get(short_key(key))) != digest:
             seen.add(key)
-            staged.updates.append({"hash": key, **record})
+            staged.updates.append(_hashed(key, record))
             staged.changed += before is not None  # an edit seen; else a recheck, which the flush may find unchanged
     staged.duplicates = len(records) - len(fresh) - staged.changed
     return staged
+
+
+def _hashed(key: str, record: AnyRecord) -> StagedRecord:
+    # A Record unpacked is a Mapping[str, object] to mypy; with "hash" added it is a HashedRecord.
+    return cast(StagedRecord, {"hash": key, **record})
 
 
 def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]) -> Staged:
@@ -108,7 +113,7 @@ def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]
     return staged
 
 
-def print_records(records: list[dict], out: TextIO, table: str) -> None:
+def print_records(records: Sequence[StagedRecord], out: TextIO, table: str) -> None:
     """--dry-run's output: a record a line, as JSON, without the hash. "@table" first names the table
     it would go to (items, or a job's), as the records of several jobs share the stream; no column can
     be named so (a job's columns are lowercase letters, digits and _)."""
@@ -121,10 +126,12 @@ def print_records(records: list[dict], out: TextIO, table: str) -> None:
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update"):
+                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update",
+                 known: KnownDigests | None = None):
         """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
         in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py); `updates`:
-        the table's UPDATES mode at the flush (db/upsert.py)."""
+        the table's UPDATES mode at the flush (db/upsert.py); `known`: the feeds' sink's, each source's last poll
+        (parser/pipeline/known.py), saved with the hashes."""
         self.table = table
         self.updates = updates
         self.columns = ("hash", *columns)
@@ -136,13 +143,13 @@ class Sink:
         self.history.check_rule()
         self.staging = StagingFile(staging_dir / csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, window=unique_window)
-        self.known: KnownDigests | None = None  # the feeds' sink: each source's last poll (parser/pipeline/known.py)
+        self.known = known
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
         return self.stage_many([Batch(records, feed_links)])[0]
 
-    def stage_many(self, batches: Sequence[Batch | tuple]) -> list[Staged]:
+    def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
         """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
         a record two of them share is new in the first only. Return each batch's Staged."""
         seen: set[str] = set()
@@ -150,14 +157,14 @@ class Sink:
         new = [record for staged in results for record in staged.new]
         rows = new + [record for staged in results for record in staged.updates]
         if rows:
-            refused: list[tuple[dict, str]] = []
+            refused: list[tuple[StagedRecord, str]] = []
             self.staging.append(rows, refused)
             for record, error in refused:
                 set_aside(self.folder, self.table, record, error)
             self.dedup.add(r["hash"] for r in new)  # a set-aside record is not asked for again
         return results
 
-    def flush(self, db: Database) -> FlushCount:
+    def flush(self, db: Database | None) -> FlushCount:
         """Load every pending batch into the table; return what was written, updated, already stored.
 
         Rotate, insert (or update, as `updates` says: db/upsert.py) by hash, commit, then delete the batch:
@@ -165,6 +172,7 @@ class Sink:
         is the second time. A batch read here goes in parts of batch_read.PART_CHARS, each committed: after
         a crash or a failed part, the parts already in are counted as already stored when loaded again.
         """
+        assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
         self.staging.rotate()
         written = updated = already = 0
         for batch in self.staging.batches():
@@ -187,7 +195,8 @@ class Sink:
         done, rows = Loaded(0, 0), 0
         for cells in read_parts(batch):  # each part inserted (its own transaction) and let go before the next
             for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
-                cells.rows[unsafe] = list(safe_record(dict(enumerate(cells.rows[unsafe]))).values())
+                numbered = {str(i): cell for i, cell in enumerate(cells.rows[unsafe])}
+                cells.rows[unsafe] = tuple(safe_record(numbered).values())
             if cells.rows:
                 done += self._insert(db, cells.header, cells.rows)
             rows += len(cells.rows)
@@ -206,6 +215,9 @@ class Sink:
         middle = len(rows) // 2
         return self._insert(db, fields, rows[:middle]) + self._insert(db, fields, rows[middle:])
 
+    def pending_rows(self) -> int:
+        return self.staging.pending_rows()
+
     def save(self) -> None:
         self.dedup.save()
         if self.known is not None:  # after the hashes: a digest saved never leads the hash it goes with
@@ -217,7 +229,7 @@ class Sink:
     def say(self, text: str) -> None:
         """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
 
-    def show(self, records: list[dict]) -> None:
+    def show(self, records: Sequence[StagedRecord]) -> None:
         """A PrintSink prints the records that would be staged; a Sink has staged them."""
 
 
@@ -231,9 +243,11 @@ class PrintSink:
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
                  out: TextIO, setting: str = "UNIQUE_FIELDS", notes: TextIO | None = None):
         self.table = table
+        self.columns = ("hash", *columns)
         self.identity = Identity(unique_fields, algorithm, table=table)
-        History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm, unique_fields=unique_fields,
-                setting=setting, read_only=True).check_rule()  # what a real run would refuse, refused
+        self.history = History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm,
+                               unique_fields=unique_fields, setting=setting, read_only=True)
+        self.history.check_rule()  # what a real run would refuse, refused
         self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
@@ -242,11 +256,14 @@ class PrintSink:
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
 
-    def stage_many(self, batches: Sequence[Batch | tuple]) -> list[Staged]:
+    def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
         return [_checked(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
 
     def flush(self, db: Database | None) -> FlushCount:
         return FlushCount(0, 0, 0)
+
+    def pending_rows(self) -> int:
+        return 0  # nothing is staged
 
     def save(self) -> None:
         pass
@@ -260,21 +277,58 @@ class PrintSink:
         print(f"# {text}", file=notes)
         notes.flush()
 
-    def show(self, records: list[dict]) -> None:
+    def show(self, records: Sequence[StagedRecord]) -> None:
         print_records(records, self.out, self.table)
 
 
-__all__ = ["Batch", "PrintSink", "Sink", "Staged", "StorageError"]
+class RecordSink(Protocol):
+    """Where a technique stages its records: a table's Sink, or --dry-run's PrintSink in its place."""
+    table: str
+    columns: tuple[str, ...]
+    history: History
+    dedup: Uniqueness
+
+    def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged: ...
+
+    def stage_many(self, batches: Sequence[Batch]) -> list[Staged]: ...
+
+    def flush(self, db: Database | None) -> FlushCount: ...
+
+    def pending_rows(self) -> int:
+        """Records staged and not flushed yet."""
+        ...
+
+    def save(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def say(self, text: str) -> None: ...
+
+    def show(self, records: Sequence[StagedRecord]) -> None: ...
 
 
-def open_sink(settings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update") -> Sink | PrintSink:
+__all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "Staged", "StorageError"]
+
+
+class SinkSettings(Protocol):
+    """What open_sink reads of the settings (parser/settings/params.py's Settings)."""
+    @property
+    def dedup(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def unique_window(self) -> float | None: ...
+
+
+def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update",
+              known: KnownDigests | None = None) -> RecordSink:
     """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place.
-    `updates`: the table's UPDATES mode (db/upsert.py)."""
+    `updates`: the table's UPDATES mode (db/upsert.py); `known`: the feeds' digests, a real run's only."""
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
-    kwargs = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
+    kwargs: dict[str, Any] = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
                   csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
                   setting=setting)
     if dry_run:
         return PrintSink(out=out or sys.stdout, **kwargs)
-    return Sink(unique_window=settings.unique_window, updates=updates, **kwargs)
+    return Sink(unique_window=settings.unique_window, updates=updates, known=known, **kwargs)

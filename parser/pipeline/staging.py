@@ -18,11 +18,13 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from ..core import durable
+
+Row = TypeVar("Row", bound=Mapping[str, object])  # a record with its hash, keyed by column
 
 log = logging.getLogger("parser")
 # A record's content can be as large as MAX_BYTES. The csv module's default cap of 128 KiB per field
@@ -45,7 +47,7 @@ class StagingFile:
             self.rotate()
 
     # -- appending ----------------------------------------------------------------------------
-    def append(self, rows: Iterable[dict], refused: list[tuple[dict, str]] | None = None) -> int:
+    def append(self, rows: Iterable[Row], refused: list[tuple[Row, str]] | None = None) -> int:
         """Append rows (dicts keyed by column) durably in one write; return how many. Raises StorageError.
 
         A row that cannot be written as UTF-8 is left out and, when `refused` is given, put there with

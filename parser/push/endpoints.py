@@ -4,17 +4,33 @@ the shared listener (parser/push/listener.py), never each other."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
+from ..fetch.http import Fetcher
 from ..pipeline.inbox import Inbox
 from ..sources.protocols import protocol_of
+from ..sources.source_options import PushedSource, push_of
 from .listener import Listener
 from .webhook import WebhookEndpoint
 from .websub import WebSub
 
 
-def open_listener(settings: Any, sources: list, inbox: Inbox, fetcher: Any, stop: threading.Event,
+class ListenerSettings(Protocol):
+    """What open_listener reads of the settings (parser/settings/params.py's Settings, a floor above)."""
+
+    @property
+    def webhook_listen(self) -> tuple[str, int]: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+    @property
+    def websub_callback_base(self) -> str: ...
+
+
+def open_listener(settings: ListenerSettings, sources: Sequence[PushedSource], inbox: Inbox, fetcher: Fetcher,
+                  stop: threading.Event,
                   subscriber: Callable[..., WebSub] | None = None) -> Listener:
     """Start the listener for the pushed sources, each as its protocol's row says: a source posted to
     has its endpoint at its path; those pushed by a hub have the WebSub subscriber, started with it.
@@ -25,14 +41,13 @@ def open_listener(settings: Any, sources: list, inbox: Inbox, fetcher: Any, stop
     pushed = [s for s in sources if protocol_of(s).pushed]
     for source in pushed:
         if not protocol_of(source).subscribed:
-            url = listener.base_url + source.push.path
-            listener.add(source.push.path, WebhookEndpoint(source, inbox, url, listener.refusals))
+            url = listener.base_url + push_of(source).path
+            listener.add(push_of(source).path, WebhookEndpoint(source, inbox, url, listener.refusals))
     websub_sources = [s for s in pushed if protocol_of(s).subscribed]
     if not websub_sources:
         return listener.start()
-    kwargs = dict(fetcher=fetcher, inbox=inbox, refusals=listener.refusals,
-                  callback_base=settings.websub_callback_base or listener.base_url, stop=stop)
-    websub = (subscriber or WebSub)(websub_sources, **kwargs)
+    websub = (subscriber or WebSub)(websub_sources, fetcher=fetcher, inbox=inbox, refusals=listener.refusals,
+                                    callback_base=settings.websub_callback_base or listener.base_url, stop=stop)
     for path, endpoint in websub.endpoints().items():
         listener.add(path, endpoint)
     listener.on_close(websub.close)

@@ -383,18 +383,18 @@ class Listener:
         in a few packets, so it is the newest and the last to go."""
         if len(self._connections) >= self.cap:
             now = time.monotonic()
-            waiting = [c for c in self._connections if c.evictable_since is not None]
+            waiting = [(c.evictable_since, c) for c in self._connections if c.evictable_since is not None]
             if not waiting:
                 self.refusals.note("listener", self.base_url, "503",
                                    f"connection from {connection.peer} refused (503): all {self.cap} "
                                    "connections are busy with requests")
                 return False
-            oldest = min(waiting, key=lambda c: c.evictable_since)
+            since, oldest = min(waiting, key=lambda pair: pair[0])
             self._connections.discard(oldest)
             oldest.writer.transport.abort()
             self.refusals.note("listener", self.base_url, "closed",
                                f"connection from {oldest.peer} closed to make room: no whole request from it "
-                               f"in {now - oldest.evictable_since:.0f} s, and {self.cap} connections are open")
+                               f"in {now - since:.0f} s, and {self.cap} connections are open")
         self._connections.add(connection)
         return True
 

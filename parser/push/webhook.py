@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 from ..core.errors import ParseError
 from ..fetch.http import human_size
 from ..pipeline.inbox import Inbox
-from ..sources.source_options import PushedSource
+from ..sources.source_options import PushedSource, push_of
 from .delivery import take
 from .listener import RefusalLog, Reply, signature_matches
 
@@ -44,7 +44,7 @@ def delivery_key(delivery: str) -> str:
 
 
 class WebhookEndpoint:
-    methods = ("POST",)
+    methods: tuple[str, ...] = ("POST",)
 
     def __init__(self, source: PushedSource, inbox: Inbox, url: str, refusals: RefusalLog,
                  clock: Callable[[], float] = time.time):
@@ -54,7 +54,7 @@ class WebhookEndpoint:
         self.url = url
         self.refusals = refusals
         self.clock = clock
-        self.secret = source.push.secret()
+        self.secret = push_of(source).secret()
 
     def too_large(self, length: int, limit: int, peer: str) -> None:
         self.refusals.note(self.name, self.url, "413", f"webhook delivery from {peer} refused (413): body of "
@@ -71,7 +71,7 @@ class WebhookEndpoint:
 
     def handle(self, method: str, query: Mapping[str, list[str]], headers: Message, body: bytes,
                peer: str) -> Reply:
-        name, push = self.name, self.source.push
+        name, push = self.name, push_of(self.source)
         early = self.precheck(method, headers, peer)
         if early is not None:
             return early

@@ -30,10 +30,9 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import Message
-from typing import Any
 from urllib.parse import urljoin
 
 import feedparser
@@ -44,8 +43,9 @@ from ..adapters.json_api import request_headers
 from ..core import logs
 from ..core.errors import FetchError, ParseError
 from ..core.urls import canonical_url, redact_url
+from ..fetch.http import Fetcher
 from ..pipeline.inbox import Inbox
-from ..sources.source_options import PushedSource
+from ..sources.source_options import PushedSource, push_of
 from .delivery import take
 from .listener import RefusalLog, Reply, signature_matches
 
@@ -86,7 +86,7 @@ def renew_at(now: float, lease: float) -> float:
 
 
 class WebSub:
-    def __init__(self, sources: list[PushedSource], *, fetcher: Any, inbox: Inbox, callback_base: str,
+    def __init__(self, sources: Sequence[PushedSource], *, fetcher: Fetcher, inbox: Inbox, callback_base: str,
                  stop: threading.Event, refusals: RefusalLog | None = None, clock: Callable[[], float] = time.time):
         self.fetcher = fetcher
         self.refusals = refusals or RefusalLog()
@@ -98,14 +98,14 @@ class WebSub:
         self._wake = threading.Event()  # a verification moved a renewal time: recompute the sleep
         self._thread: threading.Thread | None = None
         self.subscriptions = {
-            s.name: Subscription(source=s, callback=callback_base.rstrip("/") + s.push.path,
-                                 secret=s.push.secret() or secrets.token_hex(32).encode("ascii"),
-                                 hub=s.push.hub)
+            s.name: Subscription(source=s, callback=callback_base.rstrip("/") + push_of(s).path,
+                                 secret=push_of(s).secret() or secrets.token_hex(32).encode("ascii"),
+                                 hub=push_of(s).hub)
             for s in sources}
 
     # -- life cycle -----------------------------------------------------------------------------
     def endpoints(self) -> dict[str, CallbackEndpoint]:
-        return {sub.source.push.path: CallbackEndpoint(self, sub) for sub in self.subscriptions.values()}
+        return {push_of(sub.source).path: CallbackEndpoint(self, sub) for sub in self.subscriptions.values()}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="websub", daemon=True)
@@ -164,7 +164,7 @@ class WebSub:
             sub.failures += 1
             wait = RETRY_AFTER[min(sub.failures, len(RETRY_AFTER)) - 1]
             sub.state, sub.next_action = "failed", self.clock() + wait
-            sub.hub = sub.source.push.hub  # rediscover next time: the feed may name another hub
+            sub.hub = push_of(sub.source).hub  # rediscover next time: the feed may name another hub
         logs.error_line(sub.source.name, sub.source.url, f"WebSub subscription failed: {why}; "
                         f"trying again in {wait:g} s")
 
@@ -234,7 +234,8 @@ class WebSub:
         if taken.refusal is not None:
             return taken.refusal
         parsed = taken.parsed
-        log.info("%s  WebSub push: %d records received (%s)", name, len(parsed.records), parsed.kind)
+        if parsed is not None:  # taken (a push has no delivery id, so it is never one seen before)
+            log.info("%s  WebSub push: %d records received (%s)", name, len(parsed.records), parsed.kind)
         return Reply(202, "accepted\n")
 
     def ignored(self, sub: Subscription, peer: str, why: str) -> Reply:
@@ -245,7 +246,7 @@ class WebSub:
 
 class CallbackEndpoint:
     """The listener's view of one subscription's callback: GET verifies, POST pushes."""
-    methods = ("GET", "POST")
+    methods: tuple[str, ...] = ("GET", "POST")
 
     def __init__(self, websub: WebSub, sub: Subscription):
         self.websub = websub

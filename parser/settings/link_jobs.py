@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from db.upsert import MODES as UPDATE_MODES
@@ -119,7 +119,10 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJ
         problems.add(where, "needs exactly one of 'template' (with 'values') or 'harvest'"
                             + (", not both" if has_template else ""))
         return None
-    template, values, stop, harvest = None, {}, None, None
+    template: str | None = None
+    values: dict[str, Values] = {}
+    stop: int | None = None
+    harvest: HarvestSpec | None = None
     if has_template:
         for key in ("objects",):
             if key in item:
@@ -130,7 +133,7 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJ
             if key in item:
                 problems.add(where, f"{key!r} belongs to a template job, not a harvest")
         harvest = _check_harvest(v.get("harvest"), item.get("objects"), where, problems)
-    if problems.has(where):
+    if problems.has(where) or not isinstance(name, str):  # a name not a str is among the problems
         return None
     return LinkJob(name=name, fields=MappingProxyType(fields), template=template,
                    values=MappingProxyType(values), stop_after_misses=stop, harvest=harvest,
@@ -211,7 +214,6 @@ def _check_template(v: Mapping[str, Any], where: str,
             values[name] = parse_values(raw_values[name])
         except ValueError as exc:
             problems.add(where, f"values[{name!r}]: {exc}")
-            values[name] = None  # type: ignore[assignment]
     for name in raw_values:
         if name not in names:
             problems.add(where, f"values[{name!r}] is not used by the template")
@@ -225,8 +227,8 @@ def _check_template(v: Mapping[str, Any], where: str,
         elif len(ranges) != 1:
             problems.add(where, f"stop_after_misses needs exactly one number range in values, found {len(ranges)}")
     else:
-        for n in ranges:
-            if values[n].last is None:
+        for n, x in values.items():
+            if isinstance(x, NumberRange) and x.last is None:
                 problems.add(where, f"values[{n!r}] has no 'to': an open-ended range needs stop_after_misses")
     if problems.has(where):
         return None, {}, None
@@ -282,7 +284,7 @@ def _check_harvest(raw: Any, job_objects: Any, where: str, problems: Problems) -
         problems.add(where, f"harvest: allowed_domains must be a non-empty list of host names "
                             f"(like 'example.com', no scheme or port), got {domains!r}")
         domains = []
-    if problems.has(where):
+    if problems.has(where) or not isinstance(objects, str):  # objects missing or not a str is among the problems
         return None
     return HarvestSpec(root=root.strip(), objects=objects, depth=depth, follow=h["follow"],
                        allowed_domains=tuple(d.strip().lower().rstrip(".") for d in domains), max_pages=max_pages)
@@ -295,7 +297,7 @@ def _unknown_keys(item: Mapping[str, Any], known: tuple[str, ...], prefix: str, 
             problems.add(where, prefix + unknown_key(key, known))
 
 
-def _http_url(x: Any) -> bool:
+def _http_url(x: Any) -> TypeGuard[str]:
     return isinstance(x, str) and http_url(x.strip())
 
 

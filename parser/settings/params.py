@@ -71,6 +71,11 @@ SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_ite
 UPDATE_MODES = ("update", "history", "ignore")
 
 
+# What a source fetches and how (Source.subscription): its canonical url, protocol, headers (lowercase
+# names, sorted), auth, api (repr) and push.
+Subscription = tuple[str, str, tuple[tuple[str, str], ...], Auth | None, str, Push | None]
+
+
 @dataclass(frozen=True)
 class Source:
     """One cyclic source: an address whose content changes (a SourceView: parser/adapters/source_view.py)."""
@@ -98,7 +103,7 @@ class Source:
         return PROTOCOLS[self.protocol].body
 
     @property
-    def subscription(self) -> tuple:
+    def subscription(self) -> Subscription:
         """What is fetched and how: two sources alike in it are one feed read twice (_OneSourcePerFeed
         keeps the first). The canonical url (http://h/feed#x is http://h/feed; another query is another feed)
         and what is sent with it: a private feed read with two logins (headers, auth) is two feeds."""
@@ -198,7 +203,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def load_settings(params_path: str | os.PathLike, *, secrets: bool = True) -> Settings:
+def load_settings(params_path: str | os.PathLike[str], *, secrets: bool = True) -> Settings:
     """Import params.py, validate it, and return Settings; raise SettingsError naming what is wrong.
     `secrets` False (a command other than the daemon): a secret not in the environment is only a note."""
     path = Path(params_path).expanduser()
@@ -567,7 +572,7 @@ class _OneSourcePerFeed:
 
     def __init__(self, notes: list[str]):
         self.notes = notes
-        self.first: dict[tuple, tuple[str, str]] = {}  # subscription -> its first source's name, and where
+        self.first: dict[Subscription, tuple[str, str]] = {}  # subscription -> its first source's name, and where
 
     def repeats(self, source: Source, where: str) -> bool:
         """Whether a source kept before reads the feed `source` reads; if so the note says which."""

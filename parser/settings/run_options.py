@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from ..sources.protocols import protocol_of
 from .link_jobs import LinkJob
@@ -26,7 +27,20 @@ class RunOptions:
         return bool(self.sources or self.tags)
 
 
-def select_named(items: Sequence, names: tuple[str, ...], kind: str, params_name: str) -> list:
+class Named(Protocol):
+    """What select_named reads of a Source or a LinkJob."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def enabled(self) -> bool: ...
+
+
+Picked = TypeVar("Picked", bound=Named)
+
+
+def select_named(items: Sequence[Picked], names: tuple[str, ...], kind: str, params_name: str) -> list[Picked]:
     """Enabled sources (or jobs), or exactly the named ones (named but disabled still runs: the user
     asked); `kind` ("source", "job") names them in the message about a name params.py lacks."""
     if not names:

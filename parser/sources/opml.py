@@ -75,7 +75,7 @@ def read_outlines(path: Path) -> list[Outline]:
     return outlines
 
 
-def _walk(element, folders: tuple[str, ...], out: list[Outline]) -> None:
+def _walk(element: etree._Element, folders: tuple[str, ...], out: list[Outline]) -> None:
     for child in element:
         if not isinstance(child.tag, str) or etree.QName(child).localname != "outline":
             continue

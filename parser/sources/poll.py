@@ -20,7 +20,7 @@ from ..core.urls import redact_url
 from ..fetch.discover import feed_links, is_html_page
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
-from ..pipeline.first_read import read_new
+from ..pipeline.first_read import KeyRule, read_new
 from ..pipeline.fulltext import FullText
 from .protocols import protocol_of
 
@@ -31,7 +31,7 @@ JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
 class Keying:
     """Identity first (parser/pipeline/first_read.py) for one poll: the sink's rule, the keys the
     source's last poll held with their digests, and the feed's own addresses as the sink names them."""
-    rule: tuple            # (UNIQUE_FIELDS, HASH, table)
+    rule: KeyRule  # (UNIQUE_FIELDS, HASH, table)
     known: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/known.py)
     feed_urls: tuple[str, ...]
 
@@ -123,7 +123,7 @@ class Poller:
         """Wait for the source's rate; False when it would take longer than max_wait (later pages).
         For the first request that is a FetchError carrying Retry-After, so the daemon waits."""
         rate = source.rate
-        if self.rates.wait(source.name, rate, self.max_wait, self.stop) is not None:
+        if rate is None or self.rates.wait(source.name, rate, self.max_wait, self.stop) is not None:
             return True
         if not first:
             return False
@@ -136,6 +136,7 @@ class Poller:
         """Page 1 decides the poll (its error is the source's error, its 304 means nothing new); a
         later page that fails keeps the pages before it and says so in a warning."""
         options = source.api
+        assert options is not None, "a json_api source has its options"
         headers = api.request_headers(source)
         url = api.page_url(source, 1) if options.page_param else api.first_page_url(source)
         first: FetchResult | None = None
@@ -147,6 +148,7 @@ class Poller:
             if page == 1:
                 self._wait_for_rate(source, first=True)
             elif not self._wait_for_rate(source, first=False):
+                assert source.rate is not None, "only a rate makes a page wait"
                 warnings.append(f"stopped after page {pages}: rate {source.rate.text} allows the next page "
                                 "only later; the rest comes with the next poll")
                 break
@@ -168,16 +170,19 @@ class Poller:
             warnings.extend(parsed.warnings)
             if not parsed.records or len(records) >= source.max_items:
                 break
-            url = self._next_url(source, page, parsed, warnings)
-            if not url or url in seen:
+            next_url = self._next_url(source, page, parsed, warnings)
+            if not next_url or next_url in seen:
                 break
+            url = next_url
             seen.add(url)
         kind = "json_api" if pages == 1 else f"json_api, {pages} pages"
+        assert first is not None, "page 1 answered, or its error was raised"
         return first, Parsed(records=newest(records, source.max_items), warnings=warnings, kind=kind)
 
     @staticmethod
     def _next_url(source: SourceView, page: int, parsed: Parsed, warnings: list[str]) -> str | None:
         options = source.api
+        assert options is not None, "a json_api source has its options"
         if options.page_param:
             return api.page_url(source, page + 1)
         if not options.next or not parsed.next_url:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 from typing import Protocol as Interface
 from urllib.parse import quote, urlsplit
 
@@ -23,7 +23,7 @@ from ..core.problems import Problems
 from ..core.record import RECORD_FIELDS
 from ..core.setting_values import http_url
 from ..fetch.ratelimit import Rate, parse_rate
-from ..pipeline.filters import NO_FILTER, EntryFilter, compile_rules
+from ..pipeline.filters import NO_FILTER, EntryFilter, Rules, compile_rules
 from .protocols import DEFAULT, KEY_PROTOCOLS, PROTOCOLS, Protocol
 
 PROTOCOL_KEYS = tuple(KEY_PROTOCOLS)
@@ -57,6 +57,15 @@ class PushedSource(SourceView, Interface):
 
     @property
     def push(self) -> Push | None: ...
+
+    @property
+    def interval(self) -> float: ...  # websub: how often the feed is polled when it names no hub
+
+
+def push_of(source: PushedSource) -> Push:
+    """A pushed source's Push: check_protocol_keys gives one to every webhook and websub source."""
+    assert source.push is not None, f"{source.name}: a pushed source has its push options"
+    return source.push
 
 
 def check_protocol_keys(item: Mapping[str, Any], where: str, name: str, listen: str,
@@ -134,7 +143,7 @@ def check_default_filter(values: Mapping[str, Any], problems: Problems) -> None:
             problems.add(key.upper(), str(exc))
 
 
-def _default_rules(values: Mapping[str, Any], key: str) -> tuple:
+def _default_rules(values: Mapping[str, Any], key: str) -> Rules:
     raw = values.get(key.upper())
     return compile_rules({} if raw is None else raw)  # None: no rules, as {}
 
@@ -335,7 +344,7 @@ def check_push_paths(sources: Sequence[PushedSource], problems: Problems) -> Non
         seen.setdefault(push.path, source.name)
 
 
-def _env_present(env: Any, where: str, key: str, problems: Problems) -> bool:
+def _env_present(env: Any, where: str, key: str, problems: Problems) -> TypeGuard[str]:
     if not isinstance(env, str) or not _ENV_NAME.match(env):
         problems.add(where, f"{key} must name an environment variable, got {env!r}")
         return False
@@ -345,7 +354,7 @@ def _env_present(env: Any, where: str, key: str, problems: Problems) -> bool:
     return True
 
 
-def _string_dict(raw: Any, where: str, key: str, problems: Problems, *, scalars: bool = False) -> dict | None:
+def _string_dict(raw: Any, where: str, key: str, problems: Problems, *, scalars: bool = False) -> dict[str, str] | None:
     types = (str, int, float) if scalars else (str,)
     if not isinstance(raw, Mapping) or not all(isinstance(k, str) and k and isinstance(v, types)
                                                and not isinstance(v, bool) for k, v in raw.items()):
@@ -378,7 +387,7 @@ def parse_listen(value: Any) -> tuple[str, int]:
     return host, int(port)
 
 
-def missing_scheme(url: Any, base: os.PathLike | str) -> str | None:
+def missing_scheme(url: Any, base: os.PathLike[str] | str) -> str | None:
     """The http:// URL a source's url without a scheme means ('127.0.0.1:8901/feed.xml',
     'example.org/feed.xml'), or None: a url with a scheme, a path that names itself one ('./x', '/x',
     '~/x'), a file name, or any path that exists relative to `base` (params.py's folder) stays a file."""

@@ -20,9 +20,9 @@ import itertools
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from .state import SourceState, open_states, pull_back, save_states, state_of
 
@@ -50,14 +50,47 @@ class ScheduledSource(Protocol):
     def interval(self) -> float: ...
 
 
-class SourceSchedule:
+Src = TypeVar("Src", bound=ScheduledSource)
+
+
+class Schedule(Protocol[Src]):
+    """What the feeds, a reload and an operator's requests ask of a schedule: SourceSchedule, or with
+    SHARED the group's (parser/group/shared.py's SharedSchedule), which keeps the same calls."""
+
+    @property
+    def states(self) -> Mapping[str, SourceState]: ...
+
+    def load(self, sources: Iterable[Src], longest_delay: Callable[[Src], float], *, spread: bool) -> None: ...
+
+    def set_sources(self, sources: Iterable[Src]) -> None: ...
+
+    def due(self, now: float, limit: int | None = None) -> list[Src]: ...
+
+    def next_due(self) -> float: ...
+
+    def done(self, source: Src, state: SourceState) -> None: ...
+
+    def save(self, *, force: bool = False) -> bool: ...
+
+    def state(self, source: Src) -> SourceState: ...
+
+    def changed(self) -> None: ...
+
+    def poll_now(self, source: Src) -> bool | None: ...
+
+    def claim(self, source: Src) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class SourceSchedule(Generic[Src]):
     def __init__(self, path: Path | None, clock: Callable[[], float], *, workers: int):
         """path None (--dry-run): states in memory only."""
         self.path = path
         self.clock = clock
         self.workers = workers
         self.states: dict[str, SourceState] = {}
-        self.sources: dict[str, ScheduledSource] = {}
+        self.sources: dict[str, Src] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._when: dict[str, float] = {}   # name -> the time of its live heap entry
         self._out: set[str] = set()         # handed out by due(), not done yet
@@ -67,7 +100,7 @@ class SourceSchedule:
         self._gap = SAVE_EVERY               # seconds between writes, from the size of the last one
         self.saves = 0                      # how many times state.json was written (for the bench)
 
-    def load(self, sources: Iterable[ScheduledSource], longest_delay: Callable[[ScheduledSource], float], *,
+    def load(self, sources: Iterable[Src], longest_delay: Callable[[Src], float], *,
              spread: bool) -> None:
         self.sources = {s.name: s for s in sources}
         if self.path is not None:
@@ -75,7 +108,7 @@ class SourceSchedule:
             pull_back(self.states, self.clock(), {s.name: longest_delay(s) for s in self.sources.values()})
         self._rebuild(spread=spread)
 
-    def set_sources(self, sources: Iterable[ScheduledSource]) -> None:
+    def set_sources(self, sources: Iterable[Src]) -> None:
         """SIGHUP: the new list; a source's state stays, a new one is due at once."""
         self.sources = {s.name: s for s in sources}
         self._rebuild(spread=False)
@@ -99,9 +132,9 @@ class SourceSchedule:
         heapq.heappush(self._heap, (when, next(self._order), name))
 
     # -- the four calls ---------------------------------------------------------------------------
-    def due(self, now: float, limit: int | None = None) -> list[ScheduledSource]:
+    def due(self, now: float, limit: int | None = None) -> list[Src]:
         """The sources due by `now` (at most `limit`), earliest first; each is out until done()."""
-        taken: list[ScheduledSource] = []
+        taken: list[Src] = []
         while self._heap and (limit is None or len(taken) < limit):
             when, _, name = self._heap[0]
             if self._when.get(name) != when or name not in self.sources or name in self._out:
@@ -124,7 +157,7 @@ class SourceSchedule:
             heapq.heappop(self._heap)
         return float("inf")
 
-    def done(self, source: ScheduledSource, state: SourceState) -> None:
+    def done(self, source: Src, state: SourceState) -> None:
         """Its poll is absorbed (or was abandoned): `state` is written with the next save, and the source
         is due again at the time it says."""
         self._out.discard(source.name)
@@ -147,14 +180,14 @@ class SourceSchedule:
         return True
 
     # -- state ------------------------------------------------------------------------------------
-    def state(self, source: ScheduledSource) -> SourceState:
+    def state(self, source: Src) -> SourceState:
         return state_of(self.states, source.name, source.url)
 
     def changed(self) -> None:
         """A state was changed outside a poll (a push counted, an operator's reset): save it soon."""
         self._dirty = True
 
-    def poll_now(self, source: ScheduledSource) -> None:
+    def poll_now(self, source: Src) -> None:
         """An operator's `poll`/`reset`: due at once (unless it is being polled already)."""
         self.changed()
         if source.name not in self._out:
@@ -163,7 +196,7 @@ class SourceSchedule:
     def is_out(self, name: str) -> bool:
         return name in self._out
 
-    def claim(self, source: ScheduledSource) -> bool:
+    def claim(self, source: Src) -> bool:
         """May an operator's request act on the source here? Alone, always (SHARED: parser/group/shared.py
         claims the group's row)."""
         return True

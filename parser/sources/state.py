@@ -19,7 +19,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,7 +63,7 @@ class SourceState:
     last_status: int | None = None  # HTTP status of the last answer (304 included); None: no answer
     dead: bool = False              # DEAD_AFTER failures in a row; cleared by a success or `reset`
     # [hour "YYYY-MM-DDTHH", new records, errors], oldest first, at most HISTORY_HOURS of them
-    hourly: list[list] = field(default_factory=list)
+    hourly: list[list[typing.Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
 
     def address(self) -> str:
@@ -237,7 +237,7 @@ def read_states(path: Path) -> tuple[dict[str, SourceState], list[tuple[str | No
     return states, damage
 
 
-def load_state(data: dict, url: str = "", fixed: list[str] | None = None) -> SourceState:
+def load_state(data: dict[str, typing.Any], url: str = "", fixed: list[str] | None = None) -> SourceState:
     """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
     state saved before its source had one. A field of the wrong type (a hand edit: `null` for a
     number) is reset to its default, and described in `fixed` when given."""
@@ -275,7 +275,7 @@ def _fits(value: object, key: str) -> bool:
     """Does a value read from JSON fit field `key`? By exact type, so that JSON's true is no number;
     a whole number is a number too, an infinite one is not."""
     allowed, kind = _TYPES[key], type(value)
-    if float in allowed and kind in (int, float):
+    if float in allowed and kind in (int, float) and isinstance(value, (int, float)):
         return math.isfinite(value)
     return kind in allowed
 
@@ -284,10 +284,10 @@ def _inner_fits(key: str, value: object) -> bool:
     """The history and totals inside: what count() adds to must be numbers (a hand edit must not stop
     the loop at its first count())."""
     # type() is, not isinstance: a bool is no count; and a week of hours for 20,000 sources is 3 million
-    if key == "hourly":
+    if key == "hourly" and isinstance(value, list):  # a list and a dict, as _fits found them
         return all(type(h) is list and len(h) == 3 and type(h[0]) is str and type(h[1]) is int
                    and type(h[2]) is int for h in value)
-    if key == "totals":
+    if key == "totals" and isinstance(value, dict):
         return all(type(n) is int for n in value.values())
     return True
 
@@ -331,7 +331,7 @@ def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping
             state.not_before = now + hold
 
 
-def state_of(states: dict[str, SourceState], name: str, url: str) -> SourceState:
+def state_of(states: MutableMapping[str, SourceState], name: str, url: str) -> SourceState:
     """The state kept for source `name`, made afresh when there is none or it belonged to another
     url (validators, redirects and failures are the old address's)."""
     state = states.get(name)
