@@ -21,14 +21,19 @@ CORPUS = Path(os.environ.get("PARSER_CORPUS", ROOT.parent / "shared" / "corpus")
 # How pytest-xdist (`make test`: -n, --dist loadscope) shares the tests out; in one process (-n 0, or a
 # plain pytest) nothing here applies.
 SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\(scope=["'](module|class|package)["']""")
+# A file whose tests load the machine so much that two of them at once would measure each other, not
+# the daemon (tests/test_listener_abuse.py: 1,100 connections, 100 x 10 MiB bodies): `pytestmark =
+# pytest.mark.one_worker` keeps them on one worker, one after another.
+ONE_WORKER = re.compile(r"""^pytestmark = .*pytest\.mark\.one_worker""", re.MULTILINE)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """--dist loadscope, our way: the tests of a file that defines a module- or class-scoped fixture
-    (a daemon run whose results many tests read) go to one worker, so that run happens once; every
-    other test goes to whichever worker is free, on its own. (--dist loadgroup would do the same from
-    xdist_group marks, but pytest 9.2 broke it: pytest-xdist issue 1386.)"""
+    (a daemon run whose results many tests read), or is marked one_worker, go to one worker, so that
+    run happens once, or those tests one at a time; every other test goes to whichever worker is free,
+    on its own. (--dist loadgroup would do the same from xdist_group marks, but pytest 9.2 broke it:
+    pytest-xdist issue 1386.)"""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -40,7 +45,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             path = nodeid.split("::", 1)[0]
             if path not in self.shares:
                 source = config.rootpath / path
-                self.shares[path] = source.is_file() and bool(SHARED_FIXTURE.search(source.read_text("utf-8")))
+                text = source.read_text("utf-8") if source.is_file() else ""
+                self.shares[path] = bool(SHARED_FIXTURE.search(text) or ONE_WORKER.search(text))
             return path if self.shares[path] else nodeid
     return SharedFixtureScheduling(config, log)
 

@@ -222,9 +222,11 @@ def test_ctrl_c_during_try_ends_it_with_130_and_no_traceback(project: Project, s
     import signal
     server.route("/slow", hang=True)
     project.write_params(LINK_JOBS=[shop_job(server)])
+    # As from a terminal: SIGINT not ignored, even when this test runs in a background job of a shell
+    # (which starts it with SIGINT ignored, and Python then keeps it so).
     proc = subprocess.Popen([str(INSTALLED), "--params", str(project.params), "try", "pages", server.url("/slow")],
                             cwd=project.folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     wait_for(lambda: any(path == "/slow" for path, _ in server.requests), "the request")
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=30)

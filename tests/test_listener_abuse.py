@@ -16,19 +16,25 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.process import free_port, start_listening, stop
+from tests.process import free_port, start_listening, stop, wait_for
 from tests.test_webhook import SECRET, post, post_item, signed
+
+# Each test here loads the machine (1,100 connections, 1 GiB of bodies, 5,000 requests): run side by
+# side on another worker, two would measure each other instead of the daemon.
+pytestmark = pytest.mark.one_worker
 
 MiB = 1 << 20
 
 
 @pytest.fixture
 def hook(project, monkeypatch):
-    """A project with one webhook source; `hook.configure(**settings)` writes params.py."""
+    """A project with one webhook source; `hook.configure(**settings)` writes params.py. A daemon the
+    test started and did not stop (it failed first) is killed at the end."""
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     port = free_port()
     project.port = port
     project.hook_url = f"http://127.0.0.1:{port}/hooks/shop"
+    project.daemons = []
 
     def configure(**settings):
         settings.setdefault("MAX_BYTES", 64 * 1024)
@@ -37,7 +43,11 @@ def hook(project, monkeypatch):
                       "items": "posts"}],
             WEBHOOK_LISTEN=f"127.0.0.1:{port}", FLUSH_INTERVAL=3600, **settings)
     project.configure = configure
-    return project
+    yield project
+    for daemon in project.daemons:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.communicate(timeout=30)
 
 
 def start(project, open_files: int | None = None) -> subprocess.Popen:
@@ -46,7 +56,9 @@ def start(project, open_files: int | None = None) -> subprocess.Popen:
         if open_files:
             resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
-    return start_listening(project, preexec_fn=limit)
+    daemon = start_listening(project, preexec_fn=limit)
+    project.daemons.append(daemon)
+    return daemon
 
 
 class Gauge:
@@ -78,6 +90,19 @@ class Gauge:
             self.max_rss = max(self.max_rss, status_kib(self.pid, "VmHWM") * 1024)
         except (OSError, ValueError):
             pass
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes sent to 127.0.0.1:`port` on open connections that the listening process has not read yet:
+    its receive queues and the senders' send queues, from /proc/net/tcp."""
+    address = f"0100007F:{port:04X}"
+    unread = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state, queues = line.split()[1:5]
+        if state == "01":  # ESTABLISHED
+            sending, receiving = (int(q, 16) for q in queues.split(":"))
+            unread += receiving if local == address else sending if remote == address else 0
+    return unread
 
 
 def status_kib(pid: int, field: str) -> int:
@@ -113,6 +138,8 @@ class Slowloris:
         if dribble == "body":
             self.opening += (f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n"
                              ).encode() + b"{"
+        self.opened = 0  # connections that sent their opening
+        self.rounds = 0  # ticks at which every open connection was sent its next byte
         self.cut = 0
         self.most_open = 0
         self.ending = threading.Event()
@@ -155,6 +182,7 @@ class Slowloris:
                             s.send(self.opening)
                             selector.modify(s, selectors.EVENT_READ)
                             connected.add(s)
+                            self.opened += 1
                             continue
                         except OSError:
                             pass
@@ -177,6 +205,7 @@ class Slowloris:
                         drop(s)
                         self.cut += 1
                 to_open = self.count - len(selector.get_map())
+                self.rounds += 1
         for key in list(selector.get_map().values()):
             key.fileobj.close()
         selector.close()
@@ -189,10 +218,18 @@ def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(
     daemon = start(hook, open_files=1024)
     statuses: list[int] = []
     with Gauge(daemon.pid) as gauge, Slowloris(hook.port, 1100, dribble) as attack:
-        time.sleep(1100 / OPEN_RATE)  # let the slow connections pile up first
-        deadline = time.monotonic() + 16.0
-        n = 0
-        while time.monotonic() < deadline and daemon.poll() is None:
+        # The slow connections pile up first: every one opened, and the daemon cutting them to make room.
+        wait_for(lambda: attack.opened >= attack.count and attack.cut > 0 or daemon.poll() is not None,
+                 "the 1,100 slow connections opened and the first cut", timeout=180)
+        # Then signed deliveries, one every 0.1 s, while the attack dribbles four rounds more (a byte on
+        # each connection every 4 s: past the 10 s a head may take) and the daemon cuts as many slow
+        # connections again as the attack holds. Counted in the attack's own progress, so a machine
+        # that runs it slowly stretches the window instead of shortening the attack. At least 20.
+        cut_first, rounds_first, n = attack.cut, attack.rounds, 0
+        guard = time.monotonic() + 300  # only so that an attack that stalls fails instead of hanging
+        while daemon.poll() is None and (n < 20 or attack.cut < cut_first + attack.count
+                                         or attack.rounds < rounds_first + 4):
+            assert time.monotonic() < guard, f"the attack stalled: {attack.rounds - rounds_first} rounds in 300 s"
             n += 1
             try:
                 statuses.append(post(hook.hook_url, {"posts": [post_item(n)]}, delivery=f"d-{n}").status_code)
@@ -202,7 +239,8 @@ def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(
             time.sleep(0.1)
         alive = daemon.poll() is None
     print(f"\nslow connections ({dribble}): {attack.count}, at most {attack.most_open} open at once, "
-          f"{attack.cut} cut by the daemon; deliveries {len(statuses)}: {statuses.count(202)} answered 202; "
+          f"{attack.opened} opened, {attack.cut} cut by the daemon, {attack.rounds} rounds; "
+          f"deliveries {len(statuses)}: {statuses.count(202)} answered 202; "
           f"daemon peak fds {gauge.max_fds}, peak RSS {gauge.max_rss / MiB:.0f} MiB")
     assert alive, f"daemon exited {daemon.returncode}: {daemon.stderr.read()}"
     assert statuses and statuses == [202] * len(statuses)
@@ -249,35 +287,33 @@ def test_100_held_10_mib_bodies_leave_daemon_memory_under_300_mib(hook):
     body = b"x" * (size - 1)  # one byte short: the body never ends
     head = (f"POST /hooks/shop HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: {size}\r\n\r\n").encode()
-    sent = threading.Barrier(101)
     release = threading.Event()
     outcomes: list[str] = []
 
     def hold() -> None:
         try:
-            with socket.create_connection(("127.0.0.1", hook.port), timeout=30) as s:
+            with socket.create_connection(("127.0.0.1", hook.port), timeout=120) as s:
                 s.sendall(head)
                 try:
                     s.sendall(body)
                     outcomes.append("held")
                 except OSError:
                     outcomes.append("refused")
-                sent.wait(timeout=60)
-                release.wait(timeout=60)
-        except (OSError, threading.BrokenBarrierError):
+                release.wait(timeout=300)
+        except OSError:
             outcomes.append("error")
-            sent.abort()
 
     threads = [threading.Thread(target=hold) for _ in range(100)]
     with Gauge(daemon.pid) as gauge:
         for t in threads:
             t.start()
         try:
-            sent.wait(timeout=90)
-            time.sleep(1.0)
+            # Every body sent (held) or refused, and the daemon has read all it was sent: the held
+            # bodies are in its memory, each waiting for its last byte.
+            wait_for(lambda: len(outcomes) == 100, "every 10 MiB body sent or refused", timeout=300)
+            wait_for(lambda: unread_bytes(hook.port) == 0, "the daemon reading what it holds", timeout=120)
             # Small signed deliveries still get through while the large bodies are held.
             small = post(hook.hook_url, {"posts": [post_item(1)]}, delivery="small-1")
-            time.sleep(1.0)
         finally:
             release.set()
             for t in threads:

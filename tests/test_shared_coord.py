@@ -8,7 +8,8 @@ import time
 import psycopg
 import pytest
 
-from db.coord import Coordinator
+from db.coord import Claimed, Coordinator
+from tests.process import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -21,6 +22,19 @@ def row(pg_url: str, name: str) -> dict:
     with psycopg.connect(pg_url) as con:
         cur = con.execute("SELECT *, due_at > now() AS later FROM parser_sources WHERE name = %s", (name,))
         return dict(zip([c.name for c in cur.description], cur.fetchone(), strict=True))
+
+
+def claimed_when_due(coord: Coordinator, count: int, what: str, lease: float = 30) -> list[Claimed]:
+    """What `coord` claims once `count` sources are due for it, asked again until they are (the
+    database's clock decides when; a loaded machine only makes the wait longer)."""
+    taken: list[Claimed] = []
+    wait_for(lambda: len(taken.extend(coord.claim_sources(count - len(taken), lease=lease)) or taken) >= count,
+             what, timeout=20)
+    return taken
+
+
+def db_now(coord: Coordinator):
+    return coord.execute("SELECT now()")[0][0]
 
 
 @pytest.fixture
@@ -49,9 +63,9 @@ def test_a_polled_source_is_due_again_after_its_interval_with_its_state(pg_url, 
     assert a.finish_sources([(claimed.name, {"etag": '"v1"', "failures": 0}, 0.5, 0.0)]) == 1
     stored = row(pg_url, "s0")
     assert stored["lease_owner"] is None and stored["state"] == {"etag": '"v1"', "failures": 0}
+    assert (stored["due_at"] - stored["polled_at"]).total_seconds() == 0.5  # due its interval after the poll
     assert b.claim_sources(5, lease=30) == []
-    time.sleep(0.6)
-    [again] = b.claim_sources(5, lease=30)
+    [again] = claimed_when_due(b, 1, "s0 due again for the other daemon")
     assert again.state["etag"] == '"v1"'  # the other daemon polls with the first one's validators
 
 
@@ -60,8 +74,7 @@ def test_a_dead_daemons_sources_are_taken_over_when_the_lease_ends(pg_url, coord
     dead.sync_sources(sources(3, interval=0.5))
     assert len(dead.claim_sources(3, lease=0.5)) == 3  # then "killed": never finishes
     assert alive.claim_sources(3, lease=30) == []
-    time.sleep(0.6)
-    taken = alive.claim_sources(3, lease=30)
+    taken = claimed_when_due(alive, 3, "the dead daemon's three sources after its lease")
     assert {c.name for c in taken} == {"s0", "s1", "s2"}
     # The dead daemon's late write-back (a machine that only froze) must not undo the take-over.
     assert dead.finish_sources([("s0", {"etag": "stale"}, 60.0, 0.0)]) == 0
@@ -73,8 +86,8 @@ def test_a_stopping_daemon_gives_its_claims_back(coords):
     a.sync_sources(sources(4, interval=0.5))
     a.claim_sources(4, lease=300)
     assert a.release_sources() == 4
-    time.sleep(0.6)  # not the lease's 300 s: an interval after the claim, as if they had been polled
-    assert len(b.claim_sources(10, lease=30)) == 4
+    # Not the lease's 300 s: an interval after the release, as if they had been polled (20 s at most).
+    assert len(claimed_when_due(b, 4, "the released sources for the other daemon")) == 4
 
 
 def test_params_upsert_keeps_state_drops_it_on_a_new_url_and_disables_removed_sources(pg_url, coords):
@@ -112,16 +125,16 @@ def test_the_schema_is_created_once_by_many_daemons_starting_together(pg_url):
     assert errors == []
 
 
-def test_a_renewed_lease_keeps_a_long_poll_from_the_others(coords):
+def test_a_renewed_lease_keeps_a_long_poll_from_the_others(pg_url, coords):
     slow, other, _ = coords
     slow.sync_sources(sources(2, interval=0.1))
     assert len(slow.claim_sources(2, lease=0.5)) == 2
-    time.sleep(0.3)
-    assert slow.renew_sources(lease=0.5) == 2
-    time.sleep(0.3)  # past the first lease, within the renewed one
-    assert other.claim_sources(2, lease=30) == []
-    time.sleep(0.3)
-    assert len(other.claim_sources(2, lease=30)) == 2
+    first_end = row(pg_url, "s0")["lease_until"]
+    assert slow.renew_sources(lease=3) == 2
+    assert row(pg_url, "s0")["lease_until"] > first_end
+    wait_for(lambda: db_now(other) > first_end, "the first lease's end (the database's clock)")
+    assert other.claim_sources(2, lease=30) == []  # past the first lease, within the renewed one
+    assert len(claimed_when_due(other, 2, "the sources once the renewed lease ends")) == 2
 
 
 def test_a_retry_after_hold_travels_with_the_source(coords):
@@ -136,9 +149,17 @@ def test_a_retry_after_hold_travels_with_the_source(coords):
 
 def test_a_sources_rate_budget_is_one_bucket_for_the_group(coords):
     a, b, _ = coords  # "2/s burst 2": two at once, then one every half second, whoever polls
+    # The bucket refills on the database's clock while these statements go: a wait is its whole
+    # length less the time since the first take, which `elapsed` bounds from above (0.001: rounding).
+    started = time.monotonic()
+
+    def elapsed() -> float:
+        return time.monotonic() - started + 0.001
+
     assert a.take_rate("s0", 2, 2.0, max_wait=5) == 0.0
     assert b.take_rate("s0", 2, 2.0, max_wait=5) == 0.0
     third = a.take_rate("s0", 2, 2.0, max_wait=5)
-    assert 0.4 < third <= 0.5
-    assert b.take_rate("s0", 2, 2.0, max_wait=0.6) is None  # a full second away: refused, nothing taken
-    assert 0.9 < b.rate_free_in("s0", 2, 2.0) <= 1.0
+    assert 0.5 - elapsed() <= third <= 0.5
+    assert b.take_rate("s0", 2, 2.0, max_wait=0.1) is None  # a full second away: refused, nothing taken
+    free_in = b.rate_free_in("s0", 2, 2.0)
+    assert 1.0 - elapsed() <= free_in <= 1.0  # had the refused take taken a token: 1.5 less the time
