@@ -456,7 +456,7 @@ class LinkFile:
         for index in (revisits.take(now) if hand_out else revisits.peek(now)):
             if self._status[index] != DONE or index in self._out:
                 continue
-            url = self._status_fields(revisits.line_at[index])[3] if revisits.line_at[index] else ""
+            url = self._status_fields(index)[3] if revisits.line_at[index] else ""
             if not url:
                 continue
             if hand_out:
@@ -469,15 +469,17 @@ class LinkFile:
         if self.revisits is None or index >= self._count or self._status[index] != DONE \
                 or not self.revisits.line_at[index]:
             return None
-        parts = self._status_fields(self.revisits.line_at[index])
+        parts = self._status_fields(index)
         flags = self.revisits.flags[index]
         return Revisit(etag=_part(parts, 6), modified=_part(parts, 7), digest=_part(parts, 8),
                        wait=1 << (flags & 3), missed=bool(flags & MISSED))
 
-    def _status_fields(self, offset: int) -> list[str]:
-        """The fields of a link's last status line, read from the file where it starts (`offset`)."""
+    def _status_fields(self, index: int) -> list[str]:
+        """The fields of link `index`'s last status line, read from the file where it starts."""
+        assert self.revisits is not None, "where a status line starts is kept for a refresh only"
         if self._reader is None:
             self._reader = os.open(self.status_path, os.O_RDONLY)
+        offset = self.revisits.line_at[index]
         block = os.pread(self._reader, 4096, offset)
         while b"\n" not in block and len(block) % 4096 == 0 and block:  # a very long line (a long URL)
             block += os.pread(self._reader, 65536, offset + len(block))
