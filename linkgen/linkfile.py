@@ -67,10 +67,6 @@ class LinkState:
     attempts: int
     at: float  # epoch seconds of the status line
 
-    @property
-    def retry_at(self) -> float:
-        return self.at + backoff(self.attempts)
-
 
 def backoff(attempts: int) -> float:
     return min(RETRY_BASE * 3 ** max(attempts - 1, 0), RETRY_MAX)
@@ -445,11 +441,6 @@ class LinkFile:
                 out[number] = url
             yield number, url
 
-    def has_pending(self) -> bool:
-        """Links to fetch now, retries not due yet aside."""
-        return self._counts["pending"] > 0 or self._counts["refused"] > 0 \
-            or (self.revisits is not None and self.revisits.any_due(self.clock()))
-
     def _due(self, revisits: Revisits, now: float, hand_out: bool) -> Iterator[tuple[int, str]]:
         """The done links due for a revisit now (`revisits`: the job has a refresh), oldest first; with
         hand_out, taken off their queues and remembered until marked."""
@@ -622,9 +613,6 @@ class Revisits:
                     break
                 if self.due[lines[k]] == dues[k]:
                     yield lines[k]
-
-    def any_due(self, now: float) -> bool:
-        return next(iter(self.peek(now)), None) is not None
 
     def next_due(self) -> float | None:
         """The earliest time a link is due again (a queue head may be an entry since replaced: early, not late)."""
