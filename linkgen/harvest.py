@@ -20,10 +20,10 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from parser.core.dates import iso
 from parser.core.durable import AppendFile
 from parser.core.errors import FetchError, ParseError
 from parser.core.urls import canonical_url
@@ -299,4 +299,4 @@ def _never_held(_host: str) -> float:
 
 
 def _stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(int(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(epoch)

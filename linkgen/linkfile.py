@@ -42,11 +42,12 @@ from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 from parser.core import durable
+from parser.core.dates import iso
 from parser.core.durable import AppendFile
 
 MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
@@ -485,7 +486,7 @@ class LinkFile:
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """Record what happened to links (one write, one fsync); return each with its new state."""
         now = self.clock()
-        stamp = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = iso(now)
         lines, out, visited = [], [], []
         for m in marks:
             index = m.index if m.index is not None and m.index < self._count else self.index_of(m.url)

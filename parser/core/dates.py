@@ -235,3 +235,8 @@ def _zone(name: str | None, offset: int | None) -> tz.tzoffset | None:
         return tz.tzoffset(name, offset)
     hours = _ZONES.get((name or "").upper())
     return None if hours is None else tz.tzoffset(name, int(hours * 3600))
+
+
+def iso(epoch: float) -> str:
+    """Epoch seconds as the ISO 8601 UTC time every file the daemon writes uses (whole seconds, floored)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -9,13 +9,13 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import TextIO
 
 from linkgen.linkfile import MAX_ATTEMPTS
 from linkgen.politeness import Robots
 
 from ..core import logs
+from ..core.dates import iso
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostSlots, host_key
 from ..fetch.http import Fetcher
@@ -36,7 +36,7 @@ def url_of(item: tuple[int, str]) -> str:
 
 
 def utc(epoch: float) -> str:
-    return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(math.ceil(epoch))
 
 
 class JobContext:

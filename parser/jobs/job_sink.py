@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from db.store import Database
 
 from ..core import durable
+from ..core.dates import iso
 from ..core.errors import StorageError
 from ..pipeline.sink import FlushCount, Sink
 
@@ -39,7 +40,7 @@ class JobSink(Sink):
     def gone(self, url: str, at: float) -> None:
         """The object at `url` was found gone at `at` (epoch): kept for the flush (durably, before the link's
         status says so)."""
-        stamp = datetime.fromtimestamp(int(at), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = iso(at)
         durable.append(self.folder / GONE_FILE, f"{stamp}\t{' '.join(url.split())}\n".encode())
 
     def flush(self, db: Database | None) -> FlushCount:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import logs
+from ..core.dates import iso  # re-exported: the status files' times
 from ..core.errors import StorageError, cannot_write
 
 log = logging.getLogger("parser")
@@ -182,11 +183,6 @@ class SourceState:
         else:
             self.hourly.append([hour, new, errors])
             del self.hourly[:-HISTORY_HOURS]
-
-
-def iso(epoch: float) -> str:
-    """Epoch seconds as the ISO 8601 UTC time every status file uses."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def load_states(path: Path) -> dict[str, SourceState]:
