@@ -6,7 +6,7 @@ fetched nor collected. Object links are leaves: collected, never expanded. Only 
 `follow` inside the allowed domains are expanded, at most `max_pages` of them per run; robots.txt
 is obeyed for both. Schemes other than http(s) (mailto:, javascript:, tel: ...) never get this far.
 
-`fetch_page` runs in a worker thread (fetch + parse); `Harvest` runs in the main thread and keeps
+`fetch_harvest_page` runs in a worker thread (fetch + parse); `Harvest` runs in the main thread and keeps
 the run's progress in harvest.log (append-only, rewritten when a new run starts), so a run killed
 half-way resumes where it stopped: pages already expanded are not fetched again. A page its server
 refused with Retry-After stays queued and is asked again once the host's hold ends, at most
@@ -59,12 +59,12 @@ class PageResult:
     retry_after: float | None = None   # refused with 429/503 and Retry-After: the host is now held
 
 
-def fetch_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, pacer: HostSlots, robots: Robots,
-               delay: float) -> PageResult:
+def fetch_harvest_page(url: str, depth: int, spec: HarvestSpec, *, fetcher: Fetcher, host_slots: HostSlots,
+                       robots: Robots, delay: float) -> PageResult:
     """Worker thread: fetch one page and sort its links into objects and pages to expand."""
     result = PageResult(url=url, depth=depth)
     try:
-        response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=delay, robots=robots,
+        response = polite_get(url, fetcher=fetcher, host_slots=host_slots, delay=delay, robots=robots,
                               may_follow=lambda target: in_domains(target, spec.allowed_domains))
         doc = parse_html(response.body, content_type=response.headers.get("content-type", ""))
     except HostHeldError as exc:

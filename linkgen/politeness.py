@@ -92,20 +92,20 @@ class Robots:
         return min(float(delay), MAX_CRAWL_DELAY)
 
 
-def polite_get(url: str, *, fetcher: Fetcher, pacer: HostSlots, delay: float,
+def polite_get(url: str, *, fetcher: Fetcher, host_slots: HostSlots, delay: float,
                robots: Robots | None = None, may_follow: Callable[[str], bool] | None = None,
                etag: str | None = None, last_modified: str | None = None) -> FetchResult:
     """Fetch a page after robots.txt allows it and the host's pause has passed; conditionally (a 304
     when unchanged) with `etag`/`last_modified` from an earlier visit. Raises FetchError:
     HostHeldError when the host is held (nothing was sent), with retry_after set when this request
     was refused with Retry-After (the host is then held)."""
-    pacer.reserve(url, 0)  # a held host: not even its robots.txt
+    host_slots.reserve(url, 0)  # a held host: not even its robots.txt
     if robots is not None:
         refused = robots.check(url)
         if refused:
-            pacer.reserve(url, 0)  # robots.txt itself was refused with Retry-After: the page waits too
+            host_slots.reserve(url, 0)  # robots.txt itself was refused with Retry-After: the page waits too
             raise FetchError(refused, permanent=refused.startswith("disallowed"))
         delay = max(delay, robots.crawl_delay(url))
-    pacer.wait(url, delay)
-    return fetcher.get(url, accept=HTML_ACCEPT, may_follow=may_follow, gate=pacer, etag=etag or None,
+    host_slots.wait(url, delay)
+    return fetcher.get(url, accept=HTML_ACCEPT, may_follow=may_follow, gate=host_slots, etag=etag or None,
                        last_modified=last_modified or None)

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from linkgen.harvest import Harvest, PageResult, fetch_page, in_domains
+from linkgen.harvest import Harvest, PageResult, fetch_harvest_page, in_domains
 from linkgen.politeness import HostSlots, Robots, host_key
 from linkgen.spec import HarvestSpec
 from parser.fetch.http import Fetcher
@@ -111,10 +111,11 @@ def test_unreadable_robots_txt_keeps_the_harvest_off_the_host(server, shop, proj
     assert set(server.hits) == {"/robots.txt"}
 
 
-def test_fetch_page_sorts_links_and_drops_what_it_must_not_follow(server, shop, fetcher):
+def test_fetch_harvest_page_sorts_links_and_drops_what_it_must_not_follow(server, shop, fetcher):
     spec = HarvestSpec(root=server.url("/"), objects=OBJECTS, depth=3, follow="", allowed_domains=("127.0.0.1",))
     robots = Robots(fetcher, "parser-test/1.0")
-    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostSlots(), robots=robots, delay=0)
+    result = fetch_harvest_page(server.url("/"), 0, spec, fetcher=fetcher, host_slots=HostSlots(), robots=robots,
+                                delay=0)
     assert result.error is None
     assert result.objects == [server.url("/item/1")]
     assert result.pages == [server.url("/list/1"), server.url("/calendar/2024-01"), server.url("/about")]
@@ -126,7 +127,7 @@ def test_a_redirect_out_of_the_allowed_domains_is_not_expanded(server, fetcher):
     server.route("/", status=302, headers={"Location": f"http://localhost:{server.port}/elsewhere"})
     server.route("/elsewhere", content_type="text/html", body=page("x", ["/item/1"]))
     spec = HarvestSpec(root=server.url("/"), objects=OBJECTS, allowed_domains=("127.0.0.1",))
-    result = fetch_page(server.url("/"), 0, spec, fetcher=fetcher, pacer=HostSlots(),
+    result = fetch_harvest_page(server.url("/"), 0, spec, fetcher=fetcher, host_slots=HostSlots(),
                         robots=Robots(fetcher, "t"), delay=0)
     assert "leaves the allowed domains; not followed" in result.error and result.objects == []
     assert "/elsewhere" not in server.hits  # the redirect was refused before it was requested
@@ -153,21 +154,21 @@ def test_crawl_delay_is_read_and_spaces_requests_to_one_host(server, fetcher):
     assert server.hits["/robots.txt"] == 1  # fetched once per host
 
     now = [100.0]
-    pacer = HostSlots(clock=lambda: now[0])
-    waits = [pacer.reserve("http://a.test/1", 2.5) for _ in range(3)]
+    host_slots = HostSlots(clock=lambda: now[0])
+    waits = [host_slots.reserve("http://a.test/1", 2.5) for _ in range(3)]
     assert waits == [0.0, 2.5, 5.0]  # three workers asking at once go one delay apart
-    assert pacer.reserve("http://b.test/1", 2.5) == 0.0  # another host is not held up
+    assert host_slots.reserve("http://b.test/1", 2.5) == 0.0  # another host is not held up
     now[0] = 110.0
-    assert pacer.reserve("http://a.test/2", 2.5) == 0.0
+    assert host_slots.reserve("http://a.test/2", 2.5) == 0.0
 
 
-def test_pacer_wait_gives_up_when_the_daemon_stops():
+def test_host_slots_wait_gives_up_when_the_daemon_stops():
     stop = threading.Event()
     stop.set()
-    pacer = HostSlots(stop=stop)
-    pacer.reserve("http://a.test/", 30)
+    host_slots = HostSlots(stop=stop)
+    host_slots.reserve("http://a.test/", 30)
     with pytest.raises(Exception, match="stopping"):
-        pacer.wait("http://a.test/", 30)
+        host_slots.wait("http://a.test/", 30)
 
 
 def test_a_harvest_cut_short_resumes_where_it_stopped(tmp_path):

@@ -154,12 +154,12 @@ def test_in_process_a_feeds_429_holds_the_job_links_and_a_jobs_429_the_feed_poll
         fetcher.get(server.url("/feed.xml"))  # a feed poll: no gate
     assert refused.value.retry_after == 3600
     with pytest.raises(HostHeldError):
-        polite_get(server.url("/item/1"), fetcher=fetcher, pacer=fetcher.slots, delay=0)
+        polite_get(server.url("/item/1"), fetcher=fetcher, host_slots=fetcher.slots, delay=0)
     assert fetcher.get(server.url("/other.xml")).status == 200  # another feed of the host: its own
 
     fetcher.slots = HostSlots(2)  # a fresh run
     with pytest.raises(FetchError):
-        polite_get(server.url("/item/2"), fetcher=fetcher, pacer=fetcher.slots, delay=0)
+        polite_get(server.url("/item/2"), fetcher=fetcher, host_slots=fetcher.slots, delay=0)
     with pytest.raises(HostHeldError):
         fetcher.get(server.url("/other.xml"))
     assert server.hits == {"/feed.xml": 1, "/other.xml": 1, "/item/2": 1}

@@ -172,21 +172,21 @@ def test_forever_mode_comes_back_when_the_hold_ends(server, shop, project):
     assert server.hits["/item/2"] == 2
 
 
-def test_pacer_holds_a_host_and_refuses_at_once():
+def test_host_slots_hold_a_host_and_refuses_at_once():
     now = [100.0]
-    pacer = HostSlots(clock=lambda: now[0])
-    pacer.refused("http://a.test/x", 30)
+    host_slots = HostSlots(clock=lambda: now[0])
+    host_slots.refused("http://a.test/x", 30)
     with pytest.raises(HostHeldError, match="a.test:.*30 s more"):
-        pacer.reserve("http://a.test/y", 0)
+        host_slots.reserve("http://a.test/y", 0)
     with pytest.raises(HostHeldError):
-        pacer.before_request("http://a.test/z")
-    assert pacer.reserve("http://b.test/y", 0) == 0.0  # another host is not held
-    assert pacer.held_for("http://a.test/") == 30.0 and pacer.holds() == {"http://a.test:80": 30.0}
-    pacer.hold("http://a.test/", 5)  # a shorter pause does not cut a longer one
+        host_slots.before_request("http://a.test/z")
+    assert host_slots.reserve("http://b.test/y", 0) == 0.0  # another host is not held
+    assert host_slots.held_for("http://a.test/") == 30.0 and host_slots.holds() == {"http://a.test:80": 30.0}
+    host_slots.hold("http://a.test/", 5)  # a shorter pause does not cut a longer one
     now[0] = 130.0
-    assert pacer.reserve("http://a.test/y", 2.0) == 0.0 and pacer.holds() == {}
-    pacer.hold("http://a.test/", 10 ** 9)
-    assert pacer.held_for("http://a.test/") == 24 * 3600.0  # a day at most, as for the feeds
+    assert host_slots.reserve("http://a.test/y", 2.0) == 0.0 and host_slots.holds() == {}
+    host_slots.hold("http://a.test/", 10 ** 9)
+    assert host_slots.held_for("http://a.test/") == 24 * 3600.0  # a day at most, as for the feeds
 
 
 def test_a_request_queued_behind_a_refused_one_on_the_host_is_not_sent(server):
@@ -200,13 +200,13 @@ def test_a_request_queued_behind_a_refused_one_on_the_host_is_not_sent(server):
             time.sleep(0.2)
             return super().hold(url, seconds)
 
-    pacer = SlowToHold()
+    host_slots = SlowToHold()
     fetcher = Fetcher(user_agent="t", timeout=5, deadline=10, max_bytes=1 << 20, max_redirects=3, per_host=1)
     outcome: dict[str, object] = {}
 
     def get(path: str) -> None:
         try:
-            outcome[path] = polite_get(server.url(path), fetcher=fetcher, pacer=pacer, delay=0)
+            outcome[path] = polite_get(server.url(path), fetcher=fetcher, host_slots=host_slots, delay=0)
         except FetchError as exc:
             outcome[path] = exc
 
@@ -215,7 +215,7 @@ def test_a_request_queued_behind_a_refused_one_on_the_host_is_not_sent(server):
     while "/refuse" not in server.hits:  # the first request holds the host's only slot
         time.sleep(0.01)
     second = threading.Thread(target=get, args=("/other",))
-    second.start()  # passes the pacer (no hold yet) and queues for the slot
+    second.start()  # passes the host_slots (no hold yet) and queues for the slot
     first.join(10)
     second.join(10)
     fetcher.close()

@@ -59,8 +59,8 @@ class JobContext:
         self.shared = shared  # SHARED = True: the group's links and hosts (parser/group/shared_jobs.py)
         # The fetcher's own host slots (the group's with SHARED): a hold a feed poll received holds
         # the jobs' requests to that host too, and the reverse.
-        self.pacer: HostSlots = fetcher.slots
-        self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.pacer)
+        self.host_slots: HostSlots = fetcher.slots
+        self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.host_slots)
         # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/core/logs.py).
         self.progress = logs.progress_line(progress)
         self._progress_at = 0.0
@@ -92,7 +92,7 @@ class JobContext:
         say so in parser.log and errors.log."""
         host = host_key(url)
         now = self.clock()
-        until = now + self.pacer.held_for(url)
+        until = now + self.host_slots.held_for(url)
         files.remember_hold(host, until, now)
         log.info("%s  %s asked for a pause (%s): no request to it before %s", files.job.name, host,
                  error.removeprefix("harvest: "), utc(until))
@@ -102,7 +102,7 @@ class JobContext:
 
     def hold_left(self, urls: Iterable[str]) -> float:
         """0 when one of `urls` may be fetched now (or there are none); else seconds until one may."""
-        holds = self.pacer.holds()
+        holds = self.host_slots.holds()
         if not holds:
             return 0.0
         left = float("inf")

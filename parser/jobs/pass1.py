@@ -9,7 +9,7 @@ import time
 from datetime import UTC, date, datetime
 from functools import partial
 
-from linkgen.harvest import PageResult, fetch_page
+from linkgen.harvest import PageResult, fetch_harvest_page
 from linkgen.linkfile import Link, Mark
 from linkgen.templates import expand, expand_urls, open_end
 
@@ -53,17 +53,17 @@ class Pass1:
             return
         room = ctx.window - ctx.scheduler.waiting(run.pages) - ctx.scheduler.running_for(run.pages)
         spec = harvest.spec
-        for url, depth in harvest.take(max(room, 0), held_for=ctx.pacer.key_held_for):
+        for url, depth in harvest.take(max(room, 0), held_for=ctx.host_slots.key_held_for):
             ctx.scheduler.add(Work(url=url, owner=run.pages,
-                                   run=partial(fetch_page, url, depth, spec, fetcher=ctx.fetcher,
-                                               pacer=ctx.pacer, robots=ctx.robots, delay=files.job.delay),
+                                   run=partial(fetch_harvest_page, url, depth, spec, fetcher=ctx.fetcher,
+                                               host_slots=ctx.host_slots, robots=ctx.robots, delay=files.job.delay),
                                    absorb=partial(self._page_done, files, run),
                                    failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
             self._end_harvest(files, run)
         elif ctx.once and not harvest.taken and harvest.waiting:
             # Only pages on held hosts are left: --once waits for them within its budget.
-            ctx.hold_or_give_up(files, run, harvest.level_waiting(ctx.pacer.key_held_for), "pages",
+            ctx.hold_or_give_up(files, run, harvest.level_waiting(ctx.host_slots.key_held_for), "pages",
                                 harvest.waiting)
 
     def _page_crashed(self, files: JobFiles, run: JobRun, url: str, depth: int, exc: BaseException) -> None:

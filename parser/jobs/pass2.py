@@ -49,14 +49,15 @@ SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least th
 REVISITED = ("revisited", "same", "missed", "kept")  # the marks of a done link fetched again
 
 
-def fetch_page(job: LinkJob, url: str, *, fetcher: Fetcher, pacer: HostSlots, robots: Robots,
-               revisit: Revisit | None = None) -> tuple[FetchResult, HtmlElement | None]:
+def fetch_object_page(job: LinkJob, url: str, *, fetcher: Fetcher, host_slots: HostSlots, robots: Robots,
+                      revisit: Revisit | None = None) -> tuple[FetchResult, HtmlElement | None]:
     """One object page of `job` as pass 2 asks for it (and `try JOB URL`): the job's delay for its host, a
     harvest's robots.txt and allowed domains for redirects; its document tree, None for a 304 (a `revisit`
     asks conditionally). FetchError (HostHeldError: nothing sent, the host is held), ParseError when it
     is no HTML page."""
     harvest = job.harvest
-    response = polite_get(url, fetcher=fetcher, pacer=pacer, delay=job.delay, robots=robots if harvest else None,
+    response = polite_get(url, fetcher=fetcher, host_slots=host_slots, delay=job.delay,
+                          robots=robots if harvest else None,
                           may_follow=(lambda target: in_domains(target, harvest.allowed_domains)) if harvest else None,
                           etag=revisit.etag if revisit else None, last_modified=revisit.modified if revisit else None)
     if response.not_modified:
@@ -226,7 +227,7 @@ class Pass2:
         """Worker thread: fetch one object page (line `index` of the link file; a `revisit` of a done one
         asks conditionally) and extract its fields. Touches no file."""
         try:
-            response, doc = fetch_page(files.job, url, fetcher=self.ctx.fetcher, pacer=self.ctx.pacer,
+            response, doc = fetch_object_page(files.job, url, fetcher=self.ctx.fetcher, host_slots=self.ctx.host_slots,
                                        robots=self.ctx.robots, revisit=revisit)
         except HostHeldError:
             return ObjectOutcome(url=url, index=index, held=True, revisit=revisit)

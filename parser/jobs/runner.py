@@ -84,16 +84,16 @@ class JobRunner:
                          job.name, recovered)
             for host, until in files.holds.items():
                 if until > now:  # a pause a server asked for before the restart still holds
-                    ctx.pacer.hold(host, until - now)
+                    ctx.host_slots.hold(host, until - now)
                     log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
                              job.name, host, utc(until))
             self.job_files.append(files)
-            self.runs[job.name] = JobRun(HostFrontier(ctx.pacer.key_held_for, url_of=url_of), job.name)
+            self.runs[job.name] = JobRun(HostFrontier(ctx.host_slots.key_held_for, url_of=url_of), job.name)
 
     def close(self) -> None:
         for files in self.job_files:
             files.close()
-        self.ctx.pacer.close()
+        self.ctx.host_slots.close()
 
     def sinks(self) -> list[RecordSink]:
         """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""

@@ -1,5 +1,5 @@
 """`parser-daemon try JOB URL`, a two-pass job's selectors tried on one page (as Scrapy's shell): the page
-fetched as the job's pass 2 fetches it (fetch_page: the user agent, a harvest's robots.txt and allowed
+fetched as the job's pass 2 fetches it (fetch_object_page: the user agent, a harvest's robots.txt and allowed
 domains, the host's delay, and a pause the host asked the job for, kept in the job's state.json), then
 each field with its value and whether its selector matched.
 
@@ -21,7 +21,7 @@ from ..fetch.http import Fetcher
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from .job_files import job_folder
-from .pass2 import fetch_page
+from .pass2 import fetch_object_page
 
 VALUE_WIDTH = 100  # characters of a field's value shown: enough to recognise it, a line on a wide terminal
 
@@ -53,7 +53,7 @@ def try_page(settings: Settings, job: LinkJob, url: str, *, clock: Callable[[], 
     try:
         _hold_as_the_job_would(job, settings, fetcher, clock())
         started = time.monotonic()
-        response, doc = fetch_page(job, url, fetcher=fetcher, pacer=fetcher.slots,
+        response, doc = fetch_object_page(job, url, fetcher=fetcher, host_slots=fetcher.slots,
                                    robots=Robots(fetcher, settings.user_agent, clock=clock, gate=fetcher.slots))
         seconds = time.monotonic() - started
     finally:
