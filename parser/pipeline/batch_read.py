@@ -24,9 +24,9 @@ class Cells(NamedTuple):
 # Cells a part holds, counted in characters: a part is read, inserted and let go before the next, so
 # a flush's memory follows this, not the staging file's size (200,000 staged rows of 4.4 KB, read
 # whole, took 1.9 GB at a restart; in parts, see docs/benchmarks.md). Each part is one commit, and on
-# SQLite a commit is a few fsyncs: 8 M characters, not 4, halved them (a flush of 50,000 staged rows of
-# 4.4 KB: 52 commits, 66 MiB peak; 26 commits, 80 MiB).
-PART_CHARS = 8 << 20
+# SQLite a commit is a few fsyncs: 16 M characters, not 4, quartered them (a flush of 50,000 staged rows of
+# 4.4 KB: 52 commits and a 66 MiB peak, 4.2-4.8 s; 13 commits and 108 MiB, 2.8-3.3 s).
+PART_CHARS = 16 << 20
 
 
 def read_cells(path: Path) -> Cells:
