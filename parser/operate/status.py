@@ -16,6 +16,7 @@ from typing import TextIO
 
 from linkgen.linkfile import LinkFile
 
+from ..core.dates import iso
 from ..core.errors import StorageError, printable
 from ..core.runinfo import daemon_status_path, load_run_info
 from ..core.setting_values import duration_text
@@ -25,7 +26,7 @@ from ..pipeline.hash_window import marks_path, read_marks, size_text
 from ..pipeline.staging import batch_files, count_rows
 from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
-from ..sources.state import SourceState, iso, read_states
+from ..sources.state import SourceState, read_states
 from .control import daemon_pid
 from .status_view import (
     DaemonStatus,
@@ -147,23 +148,24 @@ def _hashes_view(settings: Settings, now: float) -> HashesStatus:
     """Each table's hash file (DEDUP = "hashfile"): its size, hashes, and span, from the oldest mark
     (parser/pipeline/hash_window.py: when the oldest line was written, at the latest) to now; and the window."""
     window = settings.unique_window
-    view = HashesStatus(duration_text(window) if window else None, window, [])
-    if settings.dedup != "hashfile":
-        return view
-    line_length = hashlib.new(settings.hash).digest_size * 2 + 1
-    folders = [("items", settings.staging_dir)] + [(j.name, job_folder(settings.staging_dir, j.name))
-                                                  for j in settings.link_jobs]
-    for table, folder in folders:
-        path = folder / "hashes.txt"
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = 0
-        marks = read_marks(marks_path(path)) if size else []
-        since = marks[0].at if marks else None
-        view.files.append(HashFile(table, str(path), size, size // line_length, iso(since) if since else None,
-                                   round(max(now - since, 0)) if since else None))
-    return view
+    files: list[HashFile] = []
+    if settings.dedup == "hashfile":
+        files = [_hash_file(table, folder / "hashes.txt", settings.hash, now) for table, folder in
+                 [("items", settings.staging_dir)] + [(j.name, job_folder(settings.staging_dir, j.name))
+                                                      for j in settings.link_jobs]]
+    return HashesStatus(duration_text(window) if window else None, window, files)
+
+
+def _hash_file(table: str, path: Path, algorithm: str, now: float) -> HashFile:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    marks = read_marks(marks_path(path)) if size else []
+    since = marks[0].at if marks else None
+    hashes = size // (hashlib.new(algorithm).digest_size * 2 + 1)
+    return HashFile(table, str(path), size, hashes, iso(since) if since else None,
+                    round(max(now - since, 0)) if since else None)
 
 
 def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> SourceStatus:
