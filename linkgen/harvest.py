@@ -183,7 +183,7 @@ class Harvest:
             return
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(f"# job {self.job}: harvest progress (pass 1); the current or last run\n"
-                       f"run\t{self.run}\t{_stamp(self.clock())}\t{links_now}\n"
+                       f"run\t{self.run}\t{iso(self.clock())}\t{links_now}\n"
                        f"page\t0\t{root}\t-\n", encoding="utf-8")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
@@ -280,7 +280,7 @@ class Harvest:
             self._frontier.appendleft(url)
 
     def end(self, summary: str) -> None:
-        self._append(f"end\t{self.run}\t{_stamp(self.clock())}\t{summary}\n")
+        self._append(f"end\t{self.run}\t{iso(self.clock())}\t{summary}\n")
         self.active = False
 
     def _append(self, text: str) -> None:
@@ -296,7 +296,3 @@ class Harvest:
 
 def _never_held(_host: str) -> float:
     return 0.0
-
-
-def _stamp(epoch: float) -> str:
-    return iso(epoch)

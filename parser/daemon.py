@@ -22,6 +22,7 @@ from db.store import Database
 
 from .core import logs
 from .core.clock import ScheduleClock, wall
+from .core.dates import iso
 from .core.errors import StorageError
 from .core.jsonfile import read_object, write_whole
 from .core.lock import FolderLock
@@ -39,7 +40,6 @@ from .operate.reload import Reload, Running
 from .settings.params import Settings
 from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
-from .sources.state import iso
 from .technique import Techniques
 
 if TYPE_CHECKING:  # the status page's type for the checker; the module itself is imported in _open_operator

@@ -14,13 +14,13 @@ from db.sources_table import SourcesTable
 from db.store import Database
 
 from .core import logs
+from .core.dates import iso
 from .core.errors import SchemaRefusedError, StorageError
 from .core.runinfo import Health, RunInfo
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .pipeline.sink import RecordSink
 from .settings.params import Source
-from .sources.state import iso
 
 log = logging.getLogger("parser")
 

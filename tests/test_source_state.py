@@ -3,7 +3,8 @@ hold, a success, a permanent redirect, a changed interval and an operator's rese
 injected clock (`now` is a plain number), in-process: no daemon, no network."""
 from __future__ import annotations
 
-from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+from parser.core.dates import iso
+from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600.0

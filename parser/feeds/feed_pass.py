@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from ..core.cpu_pool import CpuPool
+from ..core.dates import iso
 from ..core.errors import FetchError, ParseError, ParseProcessError
 from ..core.record import RECORD_FIELDS, Record, now_iso
 from ..core.runinfo import RunInfo
@@ -35,7 +36,7 @@ from ..pipeline.sink import Batch, RecordSink, Staged, open_sink
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule, SourceSchedule
-from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
 
 if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push

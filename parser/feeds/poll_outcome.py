@@ -13,6 +13,7 @@ from typing import Any
 from ..adapters import Parsed
 from ..adapters.parsed import FeedInfo
 from ..core import logs
+from ..core.dates import iso
 from ..core.errors import FetchError
 from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
@@ -20,7 +21,7 @@ from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
 from ..pipeline.sink import RecordSink, Staged
 from ..settings.params import Source
-from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, iso
+from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 
 log = logging.getLogger("parser")
 SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log

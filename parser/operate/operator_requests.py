@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from ..core.dates import iso
 from ..core.runinfo import RunInfo
 from ..core.urls import redact_url
 from ..settings.params import Settings, Source
 from ..sources.protocols import protocol_of
 from ..sources.source_schedule import Schedule
-from ..sources.state import SourceState, iso
+from ..sources.state import SourceState
 from .control import NOT_POLLED, POLL_FAILED, ControlBox, Request
 
 log = logging.getLogger("parser")

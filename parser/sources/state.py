@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import logs
-from ..core.dates import iso  # re-exported: the status files' times
+from ..core.dates import iso
 from ..core.errors import StorageError, cannot_write
 
 log = logging.getLogger("parser")
