@@ -63,7 +63,10 @@ def bounded_nesting(html: str) -> str:
     the estimate's scan of every long post was half of a first poll's parse over the corpus. Start tags, not
     every "<": only a start tag opens an element, and a post's end tags are about half its tags (51 of the
     corpus's bodies went to the estimate, 13 now)."""
-    if html.count("<") - html.count("</") > CHEAP_TAGS and nesting_depth(html) > MAX_DEPTH:
+    # Every "<" first, in one pass: most values hold fewer than CHEAP_TAGS of them, and then the end
+    # tags need no second pass (the two counts were 3 % of the corpus's parse).
+    tags = html.count("<")
+    if tags > CHEAP_TAGS and tags - html.count("</") > CHEAP_TAGS and nesting_depth(html) > MAX_DEPTH:
         return flattened(html)
     return html
 
