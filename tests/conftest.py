@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -21,10 +24,27 @@ CORPUS = Path(os.environ.get("PARSER_CORPUS", ROOT.parent / "shared" / "corpus")
 # How pytest-xdist (`make test`: -n, --dist loadscope) shares the tests out; in one process (-n 0, or a
 # plain pytest) nothing here applies.
 SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\(scope=["'](module|class|package)["']""")
-# A file whose tests load the machine so much that two of them at once would measure each other, not
-# the daemon (tests/test_listener_abuse.py: 1,100 connections, 100 x 10 MiB bodies): `pytestmark =
-# pytest.mark.one_worker` keeps them on one worker, one after another.
+# A file whose tests load the machine so much that anything beside them would measure the machine,
+# not the daemon (tests/test_listener_abuse.py: 1,100 connections, 100 x 10 MiB bodies): `pytestmark =
+# pytest.mark.one_worker`. `make test` (tests/suite.py) runs the suite without them on its workers,
+# then them alone, in one process (--one-worker-files=skip, then =only); a plain `pytest -n 4` keeps
+# them on one worker, one after another, while the other workers go on.
 ONE_WORKER = re.compile(r"""^pytestmark = .*pytest\.mark\.one_worker""", re.MULTILINE)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--one-worker-files", choices=("run", "skip", "only"), default="run",
+                     help="the files marked one_worker: run them with the rest (default), leave them out "
+                          "(skip), or run only them (only); make test's two phases (tests/suite.py)")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    which = config.getoption("one_worker_files")
+    if which == "skip":
+        return "one_worker files: left out (make test runs them next, alone)"
+    if which == "only":
+        return "one_worker files only, in one process (make test's second phase)"
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own
@@ -51,12 +71,75 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return SharedFixtureScheduling(config, log)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect: they count only the phase's tests
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a pytest-xdist worker, the slow tests are handed out first, so the quick ones fill the
-    workers at the end instead of one slow test running alone. A stable sort: every worker collects
-    the same order, as it must."""
+    """--one-worker-files: a phase's tests kept, the others' dropped (not reported as deselected: they
+    are the other phase's, not left out by the user's -m or -k). In a pytest-xdist worker, the slow
+    tests are handed out first, so the quick ones fill the workers at the end instead of one slow test
+    running alone. A stable sort: every worker collects the same order, as it must."""
+    which = config.getoption("one_worker_files")
+    if which != "run":
+        items[:] = [item for item in items if (item.get_closest_marker("one_worker") is not None) == (which == "only")]
     if "PYTEST_XDIST_WORKER" in os.environ:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _children() -> dict[int, str]:
+    """This process's child processes still running: pid -> command line."""
+    me, found = os.getpid(), {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            if int(fields[1]) == me and fields[0] != "Z":
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _stop_what_the_test_started():
+    """Every process a test started and left running (it failed before its stop, or forgot it) is
+    stopped when the test ends: SIGTERM, as the daemon's service manager would, then SIGKILL after
+    10 s; a warning names it. The processes of the Python running the tests (multiprocessing's resource
+    tracker, a pool's forkserver) and those a wider fixture started before this test are left alone."""
+    before = set(_children())
+    yield
+    left = {pid: cmd for pid, cmd in _children().items()
+            if pid not in before and "from multiprocessing" not in cmd}
+    if not left:
+        return
+    for pid in left:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    waiting = set(left)
+    while waiting and time.monotonic() < deadline:
+        waiting = {pid for pid in waiting if not _reaped(pid)}
+        time.sleep(0.05)
+    for pid in waiting:
+        _signal(pid, signal.SIGKILL)
+        _reaped(pid, block=True)
+    warnings.warn(f"the test left {len(left)} process(es) running, stopped now: "
+                  + "; ".join(f"{pid} {cmd[:120]}" for pid, cmd in left.items()), stacklevel=1)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reaped(pid: int, block: bool = False) -> bool:
+    """Whether child `pid` has ended (and is reaped now, unless its Popen reaped it first)."""
+    try:
+        done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done == pid
 
 
 @pytest.fixture

@@ -16,7 +16,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    """Poll `condition` until it holds; `timeout` only bounds a hang (a loaded machine is slow, not
+    wrong), so it is generous."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

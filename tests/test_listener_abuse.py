@@ -275,7 +275,9 @@ def test_a_request_head_sent_a_byte_every_4_s_is_cut(hook):
                     slow.setblocking(True)
     finally:
         assert stop(daemon) == 0
-    assert closed_after is not None and closed_after < 20
+    # Cut while its bytes still came (a head timer that each byte restarts never cuts it), and not
+    # before the 10 s a head may take: bounds a loaded machine cannot break, only a wrong daemon.
+    assert closed_after is not None and closed_after >= 9, closed_after
     assert "no whole request head within 10 s" in hook.log("errors.log")
 
 

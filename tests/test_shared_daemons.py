@@ -82,12 +82,12 @@ def test_each_source_polled_once_per_interval_across_the_group_and_each_item_sto
     procs = [start(p) for p in projects]
     started = time.monotonic()
     # Every source polled once by the group (stored, not only asked for), then new items while it runs.
-    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 3), "the first items stored", 20)
+    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 3), "the first items stored", 120)
     publish(server, sources, 5)
     changed = time.monotonic()
-    wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 20)
+    wait_for(lambda: polled_after(server, sources, changed), "a poll of every source after the change", 120)
     # Stored, not only asked for: a poll still in flight at the stop is abandoned.
-    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 5), "the new items stored", 20)
+    wait_for(lambda: stored_links(pg_url) == expected_links(sources, 5), "the new items stored", 120)
     time.sleep(max(0.0, 8 - (time.monotonic() - started)))
     assert [stop(p) for p in procs] == [0] * daemons
     ended = time.monotonic()
@@ -118,14 +118,14 @@ def test_sources_of_a_daemon_killed_mid_cycle_are_taken_over_after_the_lease(ser
         held.update({name: asked + float(left) for name, left in rows})
         return bool(held)
 
-    wait_for(victim_mid_poll, "the first daemon to hold leases", 20)
+    wait_for(victim_mid_poll, "the first daemon to hold leases", 120)
     victim.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     victim.wait()
     publish(server, sources, 4)  # published after the kill: only the survivor can store it
-    wait_for(lambda: polled_after(server, sources, killed + lease), "every source polled after the lease", 20)
+    wait_for(lambda: polled_after(server, sources, killed + lease), "every source polled after the lease", 120)
     newest = {f"http://f{i}.example/item/4" for i in range(sources)}
-    wait_for(lambda: newest <= set(stored_links(pg_url)), "the items published after the kill stored", 20)
+    wait_for(lambda: newest <= set(stored_links(pg_url)), "the items published after the kill stored", 120)
     times = poll_times(server)
     for name, lease_ends in held.items():  # taken over, but not before the lease ended
         after = [t for t in times[f"/{name}.xml"] if t > killed + 0.05]
@@ -183,7 +183,7 @@ def test_a_daemon_rides_out_lost_database_connections(server, tmp_path, pg_url):
                 con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                             " WHERE datname = %s AND pid <> pg_backend_pid()", (database,))
         cut = time.monotonic()
-        wait_for(lambda: polled_after(server, 4, cut), "polls after the last cut", 20)
+        wait_for(lambda: polled_after(server, 4, cut), "polls after the last cut", 120)
         assert proc.poll() is None
     finally:
         assert stop(proc) == 0
