@@ -125,12 +125,15 @@ _PLACEHOLDER = re.compile(_MARK + "([0-9]+)\n*" + _MARK_END)
 _DIGESTED = ("title", "dctitle", "summary", "dcdescription", "content", "encoded", "updated")
 _DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
 _XML_DECLARATION = re.compile(rb"<\?xml[^>]{0,300}\?>")
-# Text that reads as HTML (feedparser's test for RSS, whose elements carry no type): a closing tag
-# or an entity reference. "Use <br> sparingly" stays text; "Why &lt;template&gt;" is HTML.
-_LOOKS_LIKE_HTML = re.compile(r"</[A-Za-z][^>]*>|&#?[A-Za-z0-9]+;|&#[0-9]+")
-# What a summary's text leaves out: comments, scripts and styles whole, then every tag.
-_NOT_TEXT = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_MAY_HIDE_TEXT = re.compile(r"<(?:!--|script|style)", re.IGNORECASE)  # _NOT_TEXT's cheap test
+# Text that reads as HTML (_looks_like_html): a closing tag or an entity reference.
+# Each pattern below that reads up to a ">" or a close is used only where one follows (see _tags_out):
+# from every opener with none after it, the search would run to the end, and a stranger's 160 KB of
+# "<!--" took 25 s; every pass here is linear in the text.
+_END_TAG = re.compile(r"</[A-Za-z][^>]*>")
+_REFERENCE = re.compile(r"&#?[A-Za-z0-9]+;|&#[0-9]+")
+# What a summary's text leaves out: comments, scripts and styles whole (_hidden_out), then every tag.
+_HIDDEN_START = re.compile(r"<(!--|script\b|style\b)", re.IGNORECASE)
+_HIDDEN_END = {"script": re.compile(r"</script\s*>", re.IGNORECASE), "style": re.compile(r"</style\s*>", re.IGNORECASE)}
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
 # "joe@example.org (Joe Bloggs)" and "Joe Bloggs <joe@example.org>": RSS's <author> spellings.
@@ -589,7 +592,7 @@ def _title(element: etree._Element | None, default_type: str = "") -> str:
         if kind.startswith("base64"):
             value, kind = _unbase64(value, kind)
     if kind != "text" and "<" in value:
-        value = _NOT_TEXT.sub(" ", value)
+        value = _hidden_out(value)
     return title_text(value, kind or "guess")
 
 
@@ -597,12 +600,48 @@ def _html_text(value: str) -> str:
     """Plain text of an HTML fragment, whitespace collapsed. Patterns, not an HTML parser: a summary
     is text to read, and this runs over every kept entry's HTML (an lxml parse costs five times more)."""
     if "<" in value:
-        if _MAY_HIDE_TEXT.search(value):
-            value = _NOT_TEXT.sub(" ", value)
-        value = _TAG.sub(" ", value)
+        value = _tags_out(_hidden_out(value))
     if "&" in value:
         value = html.unescape(value)
     return " ".join(value.split())
+
+
+def _hidden_out(value: str) -> str:
+    """`value` with each comment, script and style (text and all) a space, in one pass: each opener's
+    close found once, and an opener of a kind no close follows passed over (none follows a later one
+    either). An unclosed one stays, as the tags after it do."""
+    parts: list[str] = []
+    position = 0
+    unclosed: set[str] = set()
+    for opener in _HIDDEN_START.finditer(value):
+        kind = opener[1].lower()
+        if opener.start() < position or kind in unclosed:  # inside one taken out, or never closed
+            continue
+        if kind == "!--":
+            close = value.find("-->", opener.end())
+            end = close + 3 if close >= 0 else -1
+        else:
+            found = _HIDDEN_END[kind].search(value, opener.end())
+            end = found.end() if found else -1
+        if end < 0:
+            unclosed.add(kind)
+            continue
+        parts += (value[position:opener.start()], " ")
+        position = end
+    return "".join((*parts, value[position:])) if parts else value
+
+
+def _tags_out(value: str) -> str:
+    """`value` with each tag a space. Only up to its last ">": no "<" after it opens a tag."""
+    last = value.rfind(">")
+    return _TAG.sub(" ", value[:last + 1]) + value[last + 1:] if last >= 0 else value
+
+
+def _looks_like_html(value: str) -> bool:
+    """A closing tag or an entity reference (feedparser's test for RSS, whose elements carry no type):
+    "Use <br> sparingly" stays text; "Why &lt;template&gt;" is HTML."""
+    last = value.rfind(">")
+    return (last >= 0 and _END_TAG.search(value, 0, last + 1) is not None) or _REFERENCE.search(value) is not None
 
 
 def _first(fields: Mapping[str, list], name: str):
@@ -638,7 +677,7 @@ def _type_of(element: etree._Element, default_type: str) -> str:
     if kind in ("text", "text/plain", "plain"):  # "plain": Media RSS's word for it
         return "text"
     # No type at all (RSS, and Atom written carelessly: "7769&nbsp;" in an untyped Atom 0.3 title):
-    # the caller's default, else the value decides (_LOOKS_LIKE_HTML).
+    # the caller's default, else the value decides (_looks_like_html).
     return default_type
 
 
@@ -654,7 +693,7 @@ def _html_of(element: etree._Element | None, default_type: str = "") -> str:
         value = _text(element)  # control characters are left to finish_record: one pass, after nh3
         if kind.startswith("base64"):
             value, kind = _unbase64(value, kind)
-        if kind == "text" or (kind == "" and not _LOOKS_LIKE_HTML.search(value)):
+        if kind == "text" or (kind == "" and not _looks_like_html(value)):
             return html.escape(value, quote=False)
     return value
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from datetime import time as dt_time
+from functools import lru_cache
 from typing import Any
 
 from dateutil import parser as dateutil_parser
@@ -114,6 +115,7 @@ def format_utc(dt: datetime) -> str:
     return f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}Z"
 
 
+@lru_cache(maxsize=1024)  # an entry's date is read for its age (newest first) and as published or updated
 def read_date(text: str) -> ReadDate:
     """A date written as text, in any of the forms above; ReadDate() when it is none."""
     text = " ".join(str(text).split())
