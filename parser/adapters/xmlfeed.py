@@ -102,8 +102,8 @@ _EXTRA_BY_LOWER_NS = {"{" + tag[1:].partition("}")[0].lower() + "}" + tag.partit
                       for tag, name in EXTRA_TAGS.items() if tag.startswith("{")}
 # Each tag's answer from TAGS and EXTRA_TAGS, as _looked_up found it, for this process's life.
 SEEN_TAGS = 4096
-_FIELD_OF: dict[str, str] = {}
-_EXTRA_OF: dict[str, str] = {}
+_FIELD_OF: dict[object, str] = {}
+_EXTRA_OF: dict[object, str] = {}
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
 _RDF_ABOUT = f"{{{RDF}}}about"
@@ -325,26 +325,23 @@ def _problem(root: etree._Element, parser: etree.XMLParser) -> str:
 # -- one entry -------------------------------------------------------------------------------------
 def _field_of(tag: object) -> str | None:
     """The field an element's tag feeds (TAGS), its namespace matched without regard to case."""
-    return _looked_up(tag, TAGS, _TAGS_BY_LOWER_NS, _FIELD_OF)
+    name = _FIELD_OF.get(tag)
+    if name is None:
+        name = _learned(tag, TAGS, _TAGS_BY_LOWER_NS, _FIELD_OF)
+    return name or None
 
 
-def _looked_up(tag: object, by_tag: Mapping[str, str], by_lower_ns: Mapping[str, str],
-               seen: dict[str, str]) -> str | None:
-    """by_tag's name for `tag`, else by_lower_ns's for it with its namespace in lower case; each tag's
-    answer kept in `seen` (a feed's elements have a few dozen tags between them, and a miss costs a
-    partition and a lower() each time), up to SEEN_TAGS of them ("" for a tag that feeds nothing)."""
+def _learned(tag: object, by_tag: Mapping[str, str], by_lower_ns: Mapping[str, str], seen: dict[object, str]) -> str:
+    """by_tag's name for `tag`, else by_lower_ns's for it with its namespace in lower case, "" for none;
+    kept in `seen` (a feed's elements have a few dozen tags between them, and a miss costs a partition
+    and a lower() each time), up to SEEN_TAGS tags."""
     # An entity's tag is a function: never in TAGS (and read once: lxml builds it).
-    if not isinstance(tag, str):
-        return None
-    known = seen.get(tag)
-    if known is not None:
-        return known or None
-    name = by_tag.get(tag)
-    if name is None and tag.startswith("{"):
+    name = by_tag.get(tag, "") if isinstance(tag, str) else ""
+    if not name and isinstance(tag, str) and tag.startswith("{"):
         namespace, _, local = tag[1:].partition("}")
-        name = by_lower_ns.get("{" + namespace.lower() + "}" + local)
+        name = by_lower_ns.get("{" + namespace.lower() + "}" + local, "")
     if len(seen) < SEEN_TAGS:  # a body of a million made-up tags keeps the parse process's memory flat
-        seen[tag] = name or ""
+        seen[tag] = name
     return name
 
 
@@ -535,7 +532,10 @@ def _enclosure(element: etree._Element, url: str, length: str) -> Enclosure:
 
 def _extra_of(tag: object) -> str | None:
     """The extra an element's tag feeds (EXTRA_TAGS), its namespace matched without regard to case."""
-    return _looked_up(tag, EXTRA_TAGS, _EXTRA_BY_LOWER_NS, _EXTRA_OF)
+    name = _EXTRA_OF.get(tag)
+    if name is None:
+        name = _learned(tag, EXTRA_TAGS, _EXTRA_BY_LOWER_NS, _EXTRA_OF)
+    return name or None
 
 
 def _lang_in_effect(element: etree._Element | None) -> str:
