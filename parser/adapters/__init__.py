@@ -16,7 +16,7 @@ Every record then passes sanitize.finish_record: safe HTML in `content`, `title`
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.cpu_slots import one_per_core
 from ..core.errors import ParseError
@@ -106,16 +106,16 @@ def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[st
             raise plainly from None
         if parsed is not None:
             if adapter.fallback and parsed.records:
-                parsed.kind += FALLBACK
+                parsed = replace(parsed, kind=parsed.kind + FALLBACK)
             break
     if parsed is None:  # the last adapter of every kind reads whatever it is given
         raise AssertionError(f"no adapter of kind {source.body_kind!r} read the body")
-    if limit is not None and len(parsed.records) > limit:
-        parsed.records = newest(parsed.records, limit)
+    records = parsed.records
+    if limit is not None and len(records) > limit:
+        records = newest(records, limit)
     if select is not None and not adapter.limited:
         ids = [{**{name: str(r.get(name) or "") for name in ("source", "guid", "link")}, "digest": record_digest(r)}
-               for r in parsed.records]
+               for r in records]
         wanted = select(ids, parsed.home)
-        parsed.records = [r for r, want in zip(parsed.records, wanted, strict=True) if want]
-    parsed.records = [finish_record(r) for r in parsed.records]
-    return parsed
+        records = [r for r, want in zip(records, wanted, strict=True) if want]
+    return replace(parsed, records=[finish_record(r) for r in records])

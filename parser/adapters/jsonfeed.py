@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..core.errors import ParseError
@@ -56,8 +57,8 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
                          "for another JSON answer set the source's protocol to 'json_api'")
     parsed = parse_document(document, source=source, fetched=fetched, url=url)
     if version != document["version"]:  # a note: parser.log says it once per source and run
-        parsed.notes.append(f"JSON Feed version {json.dumps(document['version'])} is not the spec's URL "
-                            f"({version}); read as JSON Feed")
+        parsed = replace(parsed, notes=[*parsed.notes, f"JSON Feed version {json.dumps(document['version'])} is "
+                                        f"not the spec's URL ({version}); read as JSON Feed"])
     return parsed
 
 

@@ -24,8 +24,10 @@ class FeedInfo:
     language: str = ""  # RSS <language> / dc:language, else the root's xml:lang; JSON Feed language
 
 
-@dataclass
+@dataclass(frozen=True)
 class Parsed:
+    """Frozen: what an adapter read is handed on as it is; a step after it (identity first, the poll's
+    max_items, full text) makes a new one with dataclasses.replace, so no reader sees it change."""
     records: list[Record]
     # Problems that did not stop the parse (a truncated feed kept what parsed): one line each.
     warnings: list[str] = field(default_factory=list)

@@ -225,32 +225,39 @@ class FeedPass:
 
     def _poll(self, source: Source, etag: str | None, last_modified: str | None,
               discover: bool = True, keying: Keying | None = None) -> PollOutcome:
-        """Worker thread: fetch and parse one source. Touches no shared state. Its seconds are its own:
-        the wait for a slot on a host busy with other fetches is not counted."""
+        """Worker thread: fetch and parse one source, and drop what its keep/block rules drop. Touches no
+        shared state. Its seconds are its own: the wait for a slot on a host busy with other fetches is
+        not counted."""
         started = time.monotonic()
         slot_wait()  # from zero for this poll
-        outcome = PollOutcome(source=source, seconds=0.0)
+        result = parsed = error = fetch_error = None
+        abandoned = False
+        blocked = 0
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/sources/poll.py).
-            outcome.result, outcome.parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                                              fetched=now_iso(self.wall), discover=discover,
-                                                              keying=keying)
+            result, parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
+                                              fetched=now_iso(self.wall), discover=discover, keying=keying)
         except FetchError as exc:
-            outcome.error, outcome.fetch_error = str(exc), exc
-            outcome.abandoned = self.stop.is_set() and exc.retry_after is None
+            error, fetch_error = str(exc), exc
+            abandoned = self.stop.is_set() and exc.retry_after is None
         except ParseError as exc:
-            outcome.error = str(exc)
-            outcome.abandoned = self.stop.is_set() and isinstance(exc, ParseProcessError)
-        outcome.seconds = max(time.monotonic() - started - slot_wait(), 0.0)
-        return outcome
+            error = str(exc)
+            abandoned = self.stop.is_set() and isinstance(exc, ParseProcessError)
+        if parsed is not None:
+            # Never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py).
+            records, keys, blocked = source.entry_filter.split(parsed.records, parsed.keys)
+            if blocked:
+                parsed = replace(parsed, records=records, keys=keys)
+        return PollOutcome(source=source, seconds=max(time.monotonic() - started - slot_wait(), 0.0),
+                           result=result, parsed=parsed, error=error, fetch_error=fetch_error,
+                           abandoned=abandoned, blocked=blocked)
 
     def _poll_back(self, source: Source, outcome: PollOutcome) -> None:
         """Main thread: a poll back from its worker, kept for this turn's stage()."""
         self.in_flight -= 1
-        outcome.source = source  # as params.py has it, not the address it was polled at
         if not self.back:
             self.back_since = time.monotonic()
-        self.back.append(outcome)
+        self.back.append(replace(outcome, source=source))  # as params.py has it, not the address polled
 
     def _poll_crashed(self, source: Source, exc: BaseException) -> None:
         """A bug in a worker is that source's error, not the daemon's."""
@@ -269,15 +276,14 @@ class FeedPass:
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
 
     def _batch(self, outcome: PollOutcome) -> Batch:
-        """One poll's records for the sink, less those its keep/block rules drop (counted on the outcome):
-        never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py)."""
+        """One poll's records for the sink (its keep/block rules applied in the worker, _poll)."""
         parsed = outcome.parsed_body
         source = outcome.source
-        records, keys, outcome.blocked = source.entry_filter.split(parsed.records, parsed.keys)
+        keys = parsed.keys
         # The digests of what is kept and of the entries left unread, not of the blocked ones: those are
         # never hashed, so they must not be known either (a changed rule lets them in).
         digests = {key: parsed.digests[key] for key in (*(keys or ()), *parsed.known) if key in parsed.digests}
-        return Batch(records, self._feed_links(source, outcome), keys, len(parsed.known),
+        return Batch(parsed.records, self._feed_links(source, outcome), keys, len(parsed.known),
                      digests=digests or None, previous=self.known.get(source.name),
                      updates=source.updates != "ignore" and self.known.path is not None
                      and self.known.checks(source.name))

@@ -36,9 +36,10 @@ def blocked_text(blocked: int) -> str:
     return f"  blocked {blocked}" if blocked else ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class PollOutcome:
-    """What a worker hands back to the main thread for one source."""
+    """What a worker hands back to the main thread for one source: a value, made once in the worker
+    (parser/feeds/feed_pass.py's _poll) and read, never changed, by the main thread."""
     source: Source
     seconds: float
     result: FetchResult | None = None
@@ -134,8 +135,8 @@ class OutcomeTaker:
             if (source.name, note) not in self.noted:
                 self.noted.add((source.name, note))
                 log.info("%s  %s", source.name, note)
-        blocked = outcome.blocked
-        self.sink.say(f"{source.name}: {len(parsed.records)} records, " + (f"{blocked} blocked, " if blocked else "")
+        blocked = outcome.blocked  # dropped from parsed.records in the worker
+        self.sink.say(f"{source.name}: {len(parsed.records) + blocked} records, " + (f"{blocked} blocked, " if blocked else "")
                       + f"{len(staged.new)} new would be staged")
         self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
         log.info("%s  new %d%s  duplicates %d%s  %.2f s  %s", source.name, len(staged.new),

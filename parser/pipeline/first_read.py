@@ -13,10 +13,11 @@ every entry is read whole and keyed here as the sink would: the same keys, only 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..adapters import Parsed, parse_body
 from ..adapters.source_view import SourceView
-from ..core.record import clean_text, record_digest, safe_record
+from ..core.record import Record, clean_text, record_digest, safe_record
 from .identity import Identity
 from .known import short_key
 
@@ -74,12 +75,11 @@ def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str,
 
     parsed = parse_body(source, body, url=url, headers=headers, fetched=fetched, limit=limit, select=select)
     if "keys" in chosen:
-        for record, stub in zip(parsed.records, chosen_ids, strict=True):
-            record["link"], record["guid"] = stub["link"], stub["guid"]  # as identity stores them
-        parsed.keys, parsed.known, parsed.digests = chosen["keys"], chosen["known"], dict(chosen_digests)
-    else:  # keyed by more than the ids: every record was read, and is keyed here from the whole record
-        identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
-        parsed.records, parsed.keys = identified.records, identified.keys
-        parsed.digests = {key: record_digest(r) for key, r in zip(identified.keys, identified.records, strict=True)}
-    parsed.said = said
-    return parsed
+        records: list[Record] = [{**record, "link": stub["link"], "guid": stub["guid"]}  # as identity stores them
+                                 for record, stub in zip(parsed.records, chosen_ids, strict=True)]
+        return replace(parsed, records=records, keys=chosen["keys"], known=chosen["known"],
+                       digests=dict(chosen_digests), said=said)
+    # keyed by more than the ids: every record was read, and is keyed here from the whole record
+    identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
+    return replace(parsed, records=identified.records, keys=identified.keys, said=said,
+                   digests={key: record_digest(r) for key, r in zip(identified.keys, identified.records, strict=True)})

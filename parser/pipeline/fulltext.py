@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ..adapters import Parsed
 from ..adapters.sanitize import safe_html
 from ..adapters.source_view import SourceView
 from ..core.errors import FetchError
+from ..core.record import Record
 
 log = logging.getLogger("parser")
 SHORT_SUMMARY = 220
@@ -36,27 +38,38 @@ class FullText:
         self.public = fetcher.public_only()   # for every other: an entry's link is a stranger's
         self.memory = _TriedLinks(memory_path)
 
-    def enrich(self, source: SourceView, parsed: Parsed) -> None:
-        """Fill `content` of the short records in place; problems become parsed.warnings."""
-        wanted = [r for r in parsed.records if not r.get("content") and len(r.get("summary") or "") < SHORT_SUMMARY
+    def enrich(self, source: SourceView, parsed: Parsed) -> Parsed:
+        """`parsed` with `content` filled in its short records (new records, a new Parsed); problems
+        become its warnings."""
+        wanted = {id(r) for r in parsed.records if not r.get("content") and len(r.get("summary") or "") < SHORT_SUMMARY
                   and (r.get("link") or "").startswith(("http://", "https://"))
-                  and self.memory.first_try(source.name, r["link"])]
+                  and self.memory.first_try(source.name, r["link"])}
         if not wanted:
-            return
+            return parsed
         missing = missing_module()
         if missing:  # tried all the same: these entries are stored now, and a page fetched later is a duplicate's
-            parsed.warnings.append(f"full text unavailable: {missing}; {len(wanted)} entries kept their summary")
-            return
+            return replace(parsed, warnings=[*parsed.warnings, f"full text unavailable: {missing}; "
+                                                               f"{len(wanted)} entries kept their summary"])
         fetcher = self.fetcher if source.full_text_internal else self.public
-        for record in wanted:
-            link = record["link"]
-            try:
-                record["content"] = self.extract(link, fetcher)
-            except FullTextError as exc:
-                parsed.warnings.append(f"full text of {link}: {exc}; kept the summary")
-            except Exception as exc:  # noqa: BLE001 (a bug here must not cost the source its entries)
-                log.exception("full text of %s", link)
-                parsed.warnings.append(f"full text of {link}: internal error {exc!r}"[:300] + "; kept the summary")
+        warnings = list(parsed.warnings)
+        records: list[Record] = []
+        for record in parsed.records:
+            if id(record) in wanted:
+                record = self._with_text(record, fetcher, warnings)
+            records.append(record)
+        return replace(parsed, records=records, warnings=warnings)
+
+    def _with_text(self, record: Record, fetcher: Any, warnings: list[str]) -> Record:
+        """The record with its page's main text as `content`; the record as it was when there is none."""
+        link = record["link"]
+        try:
+            return {**record, "content": self.extract(link, fetcher)}
+        except FullTextError as exc:
+            warnings.append(f"full text of {link}: {exc}; kept the summary")
+        except Exception as exc:  # noqa: BLE001 (a bug here must not cost the source its entries)
+            log.exception("full text of %s", link)
+            warnings.append(f"full text of {link}: internal error {exc!r}"[:300] + "; kept the summary")
+        return record
 
     def extract(self, link: str, fetcher: Any = None) -> str:
         """The main text of the page at `link` as safe HTML; FullTextError says why not."""

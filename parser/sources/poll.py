@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..adapters import Parsed, newest, parse_body
 from ..adapters import json_api as api
@@ -66,9 +66,9 @@ class Poller:
             if not result.not_modified:
                 result, parsed = self._parse_or_discover(source, result, fetched, discover, keying)
                 # max_items limits what a poll takes; pushed records are never cut
-                parsed.records = newest(parsed.records, source.max_items)
+                parsed = replace(parsed, records=newest(parsed.records, source.max_items))
         if parsed is not None and source.full_text and self.full_text is not None:
-            self.full_text.enrich(source, parsed)
+            parsed = self.full_text.enrich(source, parsed)
         return result, parsed
 
     def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str,
@@ -104,8 +104,7 @@ class Poller:
                              permanent=exc.permanent) from None
         except ParseError as exc:
             raise ParseError(f"{named}; the first is not a feed either: {exc}") from None
-        parsed.feed_url = feed_url
-        return feed, parsed
+        return feed, replace(parsed, feed_url=feed_url)
 
     def _parse(self, source: SourceView, result: FetchResult, fetched: str, keying: Keying | None) -> Parsed:
         """A feed's body parsed where the CPU is (self.cpu), keyed there too when the poll has keying."""
