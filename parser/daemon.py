@@ -32,14 +32,15 @@ from .feeds.feed_pass import FeedPass
 from .fetch.http import Fetcher
 from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
-from .jobs.job_files import JobFiles
+from .group.parts import parts_for
 from .jobs.runner import JobRunner
 from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
-from .settings.params import Settings
+from .settings.params import Settings, Source
 from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
+from .sources.state import SourceState
 from .technique import Techniques
 
 if TYPE_CHECKING:  # the status page's type for the checker; the module itself is imported in _open_operator
@@ -73,7 +74,7 @@ class Daemon:
         if self.unpolled and not self.sources and not self.link_jobs:
             raise ValueError(f"--once has nothing to run: {unpolled_text(self.unpolled)}")
         self.lock = FolderLock(settings.staging_dir)
-        self.shared = settings.shared and not options.dry_run  # a dry run opens its own files, in memory
+        self.parts = parts_for(settings, dry_run=options.dry_run)  # SHARED read once: alone, or the group's
         self.reload = Reload(options, clock=self.clock)  # SIGHUP sets its flag from the start
         self.fetcher: Fetcher | None = None
         self._scheduler: Scheduler | None = None
@@ -154,27 +155,21 @@ class Daemon:
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
                                pool_size=s.concurrency, stop=self.stop)
-        if self.shared:  # the host slots of the group: PER_HOST, pacing, holds (parser/group/shared_hosts.py)
-            from .group.shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)
-            self.fetcher.slots = SharedHostSlots(s.db_url, s.per_host, s.deadline, self.stop)
+        self.fetcher.slots = self.parts.host_slots(self.fetcher.slots, self.stop)  # PER_HOST, pacing, holds
         self._scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
         self._feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
                               run_info=self.run_info, clock=self.clock, wall=self.wall, stop=self.stop,
-                              once=self.options.once, named=self.options.picks_sources, shared=self.shared,
-                              dry_run=dry_run, out=self.out)
+                              once=self.options.once, named=self.options.picks_sources, parts=self.parts,
+                              dry_run=dry_run, out=self.out, polled=self._answer_polled)
         self.techniques.add(self.feeds)
         if not dry_run:
             self.db = Database(s.db_url, timeout=s.db_timeout)
             self.sources_table = SourcesWriter(self.feeds)
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
-            job_files = JobFiles
-            if self.shared:  # the group's links (parser/group/shared_jobs.py)
-                from .group.shared_jobs import SharedJobFiles  # imported on first use: SHARED only (psycopg)
-                job_files = SharedJobFiles
             jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
                              clock=self.clock, once=self.options.once, links_only=self.options.links_only,
-                             dry_run=dry_run, out=self.out, job_files=job_files)
+                             dry_run=dry_run, out=self.out, job_files=self.parts.job_files, shared=self.parts.shared)
             jobs.open()
             self.techniques.add(jobs)
         if self.db is None:  # --dry-run
@@ -192,13 +187,17 @@ class Daemon:
         self._operator = OperatorRequests(None if self.options.once else ControlBox(self.settings.staging_dir),
                                          schedule=self.feeds.schedule, run_info=self.run_info, clock=self.clock,
                                          save=lambda: self._save_state(force=True))
-        self.feeds.polled = self.operator.answer_polled
         if self.settings.status_listen and not self.options.once:
             from .operate.statuspage import (
                 open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
             )
             self.status_page = open_status_page(self.settings, lambda: self.flushes.health)
             self.run_info.status_listen = self.status_page.base_url
+
+    def _answer_polled(self, source: Source, state: SourceState, ok: bool) -> None:
+        """After each poll is taken: the operator's requests waiting for it answered (none in a dry run)."""
+        if self._operator is not None:
+            self._operator.answer_polled(source, state, ok)
 
     def _close(self) -> None:
         listener = self._feeds.listener if self._feeds else None  # before the workers: pushes may use them
@@ -231,27 +230,27 @@ class Daemon:
                 self.flush("interval")
                 next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
             self._save_state()
-            self.feeds.taker.summary(due_only=True)
+            self.techniques.summary(due_only=True)
             if self.reload.pending():
                 self._reload()
         self._keep_finished()
         flush_ok = self.flush("stop")
-        self.feeds.taker.summary()
+        self.techniques.summary()
         log.info(STOPPED[flush_ok])
         return 0
 
     def _run_once(self) -> int:
         """--once: every selected source once (Retry-After apart) and the jobs to their end, side by side
         on the one worker loop; then one flush."""
-        self.feeds.offer()  # every source, before the loop: a stop coming at once still has them offered
+        self.techniques.offer()  # every source, before the loop: a stop coming at once still has them offered
         while not self.stop.is_set():
             self.techniques.offer()
             if self.scheduler.idle() and self.techniques.finished():
                 break
             self._work(CONTROL_TICK)
         self._keep_finished()
-        self.feeds.stage_pushed()
-        self.feeds.taker.summary()
+        self.techniques.take_pushed()
+        self.techniques.summary()
         if self.options.dry_run:
             return self._once_said(0)
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
@@ -264,8 +263,8 @@ class Daemon:
         which every one failed collected nothing: exit EXIT_ALL_FAILED, not 0, unless the flush already
         failed (1). Counted from daemon.json's counters: in --once a source is polled once, a held
         one (Retry-After) not at all."""
-        if not self.feeds.sources:
-            return code  # --job alone: no feeds to speak of
+        if not self.sources:
+            return code  # --job alone: no feeds to speak of (--once: no reload changes them)
         polled, failed = int(self.run_info.totals["polls"]), int(self.run_info.totals["errors"])
         if not polled:
             log.info("done: no source polled (each held by its server's Retry-After)")
@@ -281,7 +280,7 @@ class Daemon:
 
     def _seconds_until_next(self, next_flush: float) -> float:
         """How long the main thread may wait for finished work before something else is due."""
-        soonest = min(next_flush, self.feeds.schedule.next_due())
+        soonest = min(next_flush, self.techniques.next_due())
         return min(max(soonest - self.clock(), 0.0), CONTROL_TICK)
 
     def _work(self, wait: float) -> None:
@@ -302,12 +301,13 @@ class Daemon:
         if now - self.ticked < CONTROL_TICK and not self.reload.requested.is_set():
             return
         self.ticked = now
-        self.operator.apply(self.feeds.sources, self.settings)
-        self.feeds.stage_pushed()
+        self.operator.apply(self.feeds.sources, self.settings)  # the operator's requests are the feeds'
+        self.techniques.take_pushed()
 
     def _reload(self) -> None:
-        running = Running(self.settings, self.listened, self.feeds.sources, self.feeds.poller.full_text is not None)
-        reloaded = self.reload.step(running, self.feeds.schedule)
+        """SIGHUP: params.py read again; what it changes for the feeds applied (the jobs keep theirs)."""
+        sources, full_text = self.feeds.running()
+        reloaded = self.reload.step(Running(self.settings, self.listened, sources, full_text), self.feeds.schedule)
         if reloaded is not None:
             self.settings = reloaded.settings
             self.feeds.use(reloaded.settings, reloaded.sources)
@@ -317,7 +317,7 @@ class Daemon:
         """Staged records into the database (parser/flush_all.py); on failure they stay staged and the
         next flush retries. The outcome goes to daemon.json and the status page's health."""
         started = time.monotonic()
-        self.feeds.stage_pushed()
+        self.techniques.take_pushed()
         flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
                               feeds_idle=not (self.feeds.sources or self.feeds.listened),  # --job alone: no feeds' line
                               sources=self.sources_table)
@@ -328,7 +328,7 @@ class Daemon:
     def _save_state(self, *, force: bool = False) -> None:
         """state.json and daemon.json, in batches (parser/sources/source_schedule.py's SAVE_EVERY), not per poll;
         `force` (a flush, the stop, an operator's request) writes both now."""
-        saved = self.feeds.schedule.save(force=force)
+        saved = self.techniques.save(force=force)
         if saved:
             self.run_info.add(state_writes=1)
         if saved or force:

@@ -13,6 +13,7 @@ from db.sources_table import NAME as SOURCES_TABLE
 from db.sources_table import SourcesTable
 from db.store import Database
 
+from .adapters.parsed import FeedInfo
 from .core import logs
 from .core.dates import iso
 from .core.errors import SchemaRefusedError, StorageError
@@ -21,6 +22,7 @@ from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .pipeline.sink import RecordSink
 from .settings.params import Source
+from .sources.state import SourceState
 
 log = logging.getLogger("parser")
 
@@ -94,11 +96,10 @@ class SourcesWriter:
         self.feeds, self.table = feeds, SourcesTable()
 
     def __call__(self, db: Database) -> int:
-        return self.table.write(db, [self.row(source) for source in (*self.feeds.sources, *self.feeds.listened)])
+        return self.table.write(db, [self.row(*known) for known in self.feeds.known_sources()])
 
-    def row(self, source: Source) -> dict:
-        state = self.feeds.schedule.state(source)
-        feed = self.feeds.taker.feed_info.get(source.name)
+    @staticmethod
+    def row(source: Source, state: SourceState, feed: FeedInfo | None) -> dict:
         row = {"name": source.name, "url": source.url, "protocol": source.protocol, "tags": list(source.tags),
                "address": state.address() if state.address() != source.url else None,
                "title": feed.title if feed else None, "site": feed.link if feed else None,

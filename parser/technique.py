@@ -3,11 +3,13 @@ two-pass jobs (parser/jobs/runner.py) both answer these calls, and the loop know
 
 A turn of the loop: offer() on each, the scheduler dispatches, its absorb() hands every piece of work
 that finished to the `absorb` its technique gave with it (parser/fetch/scheduler.py's Work: kept for the
-turn), then stage() on each. At a flush, sinks(); at the stop, keep_finished() and close().
+turn), then stage() on each; save() and summary() after it, take_pushed() a few times a second. At a
+flush, take_pushed() and sinks(); at the stop, keep_finished() and close().
 Techniques makes them one: the loop calls it as it would call one technique.
 """
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from .pipeline.sink import RecordSink
@@ -30,6 +32,18 @@ class Technique(Protocol):
 
     def sinks(self) -> list[RecordSink]:
         """Where its records are staged; flushed by the daemon, the feeds' first."""
+
+    def take_pushed(self) -> None:
+        """Main thread: stage what arrived without an offer (the feeds' webhook deliveries, WebSub pushes)."""
+
+    def next_due(self) -> float:
+        """The clock's time its next work is due (the loop waits no longer); math.inf: it does not say."""
+
+    def save(self, *, force: bool = False) -> bool:
+        """Its state written, in batches unless `force`; whether anything was written."""
+
+    def summary(self, *, due_only: bool = False) -> None:
+        """Its summary line in parser.log; `due_only`: only when its time has come."""
 
     def close(self) -> None:
         """Files and connections of its own closed (the sinks included)."""
@@ -61,6 +75,21 @@ class Techniques:
 
     def sinks(self) -> list[RecordSink]:
         return [sink for technique in self.each for sink in technique.sinks()]
+
+    def take_pushed(self) -> None:
+        for technique in self.each:
+            technique.take_pushed()
+
+    def next_due(self) -> float:
+        return min((technique.next_due() for technique in self.each), default=math.inf)
+
+    def save(self, *, force: bool = False) -> bool:
+        saved = [technique.save(force=force) for technique in self.each]  # each, not the first that saved
+        return any(saved)
+
+    def summary(self, *, due_only: bool = False) -> None:
+        for technique in self.each:
+            technique.summary(due_only=due_only)
 
     def close(self) -> None:
         for technique in self.each:

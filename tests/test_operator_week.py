@@ -6,7 +6,10 @@ from __future__ import annotations
 import logging
 import re
 
-from parser.feeds.poll_outcome import OutcomeTaker, PollTally
+from parser.core.runinfo import RunInfo
+from parser.feeds.poll_outcome import OutcomeTaker
+from parser.pipeline.sink import PrintSink
+from parser.sources.state import SourceState
 from tests.conftest import Project
 from tests.feeds import numbered_items, rss
 from tests.server import LoopbackServer
@@ -14,16 +17,21 @@ from tests.shop import HARVEST_FIELDS, Shop
 
 
 def test_the_summary_counts_polls_and_distinct_sources_apart(caplog):
-    taker = OutcomeTaker.__new__(OutcomeTaker)  # summary() reads the tally alone
-    taker.tally, taker.tally_since = PollTally(polled=3, sources={"a", "b"}, new=4), 0.0
+    run_info = RunInfo(pid=1, started="2026-12-06T00:00:00Z")
+    taker = OutcomeTaker(PrintSink.__new__(PrintSink), run_info, dead_after=10)  # summary() reads its stats alone
+    a, b = SourceState(), SourceState()
     with caplog.at_level(logging.INFO, logger="parser"):
+        for state, name in ((a, "a"), (b, "b"), (a, "a")):
+            taker.stats.answered(state, 0.0, name, body_bytes=10, not_modified=False)
+        taker.stats.staged(a, 0.0, new=4, duplicates=0, blocked=0)
         taker.summary()
-        taker.tally = PollTally(polled=1, sources={"a"})
+        taker.stats.answered(a, 0.0, "a", body_bytes=10, not_modified=False)
         taker.summary()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("polled:")]
     assert lines[0].startswith("polled: 3 polls of 2 sources in ")
     assert "4 new records, 0 duplicates, 0 not modified, 0 errors" in lines[0]
     assert lines[1].startswith("polled: 1 poll of 1 source in ")
+    assert "0 new records" in lines[1]
 
 
 def test_a_retry_after_hold_says_until_when_in_errors_log(project: Project, server: LoopbackServer):

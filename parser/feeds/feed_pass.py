@@ -21,21 +21,21 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
+from ..adapters.parsed import FeedInfo
 from ..core.cpu_pool import CpuPool
-from ..core.dates import iso
 from ..core.errors import FetchError, ParseError, ParseProcessError
 from ..core.record import RECORD_FIELDS, Record, now_iso
 from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
-from ..fetch.ratelimit import RateLimits
 from ..fetch.scheduler import Scheduler, Work
+from ..group.parts import Parts
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
 from ..pipeline.sink import Batch, RecordSink, Staged, open_sink
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
-from ..sources.source_schedule import Schedule, SourceSchedule
+from ..sources.source_schedule import Schedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
 
@@ -64,14 +64,16 @@ def polled_at(source: Source, state: SourceState) -> Source:
 class FeedPass:
     def __init__(self, settings: Settings, sources: list[Source], *, listened: list[Source], fetcher: Fetcher,
                  scheduler: Scheduler, run_info: RunInfo, clock: Callable[[], float], wall: Callable[[], float],
-                 stop: threading.Event, once: bool, named: bool, shared: bool, dry_run: bool, out: TextIO):
+                 stop: threading.Event, once: bool, named: bool, parts: Parts, dry_run: bool, out: TextIO,
+                 polled: Polled = lambda source, state, ok: None):
         """`sources`: the polled ones; `listened`: the pushed ones, whose records the inbox brings
-        (parser/push/webhook.py, parser/push/websub.py); `named`: started with --source. Opens the schedule and
-        the states (state.json, or with SHARED the group's, parser/group/shared.py), then the feeds' sink
-        (table `items`; --dry-run: a PrintSink writing to `out`, and the states in memory only)."""
+        (parser/push/webhook.py, parser/push/websub.py); `named`: started with --source; `parts`: this
+        daemon's or the group's (parser/group/parts.py); `polled`: called after each poll is taken. Opens
+        the schedule and the states (state.json, or the group's), then the feeds' sink (table `items`;
+        --dry-run: a PrintSink writing to `out`, and the states in memory only)."""
         self.settings, self.sources, self.listened = settings, sources, listened
         self.scheduler, self.clock, self.wall, self.stop = scheduler, clock, wall, stop
-        self.once, self.shared = once, shared
+        self.once, self.parts, self.polled = once, parts, polled
         self.schedule = self._open_schedule(fetcher, named=named, dry_run=dry_run)
         # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
@@ -93,7 +95,6 @@ class FeedPass:
         self.listener: Listener | None = None
         self.offered_once = False
         self.in_flight = 0  # polls offered and not back yet
-        self.polled: Polled = lambda source, state, ok: None
         self.back: list[PollOutcome] = []  # back from the workers, taken together by stage()
         self.back_since = 0.0  # when the first of them came back
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
@@ -106,18 +107,12 @@ class FeedPass:
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
             if any(src.full_text for src in sources) else None
-        self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=self._rate_limits(),
+        self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=parts.rate_limits(),
                              full_text=full_text, cpu=self.cpu)
 
     def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> Schedule[Source]:
-        s = self.settings
-        schedule: Schedule[Source]
-        if self.shared:  # the group's schedule and states, in the database (parser/group/shared.py)
-            from ..group.shared import SharedSchedule  # imported on first use: SHARED only (psycopg)
-            schedule = SharedSchedule(s, self.clock, every=lambda: self.settings.sources, named=named)
-        else:
-            schedule = SourceSchedule(None if dry_run else s.staging_dir / "state.json", self.clock,
-                                      workers=s.concurrency)
+        schedule = self.parts.schedule(self.clock, every=lambda: self.settings.sources, named=named,
+                                       state_path=None if dry_run else self.settings.staging_dir / "state.json")
         schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX), spread=not self.once)
         now = self.clock()
         for state in list(schedule.states.values()):  # a source's Retry-After holds its host's crawl too
@@ -128,22 +123,12 @@ class FeedPass:
         """The inbox, drained at every flush (even a killed run's deliveries), and, in forever mode,
         the listener that fills it."""
         s = self.settings
-        self.inbox = Inbox(s.staging_dir)
-        subscriber = None
-        if s.shared and self.listened:  # delivery ids and subscriptions are the group's (parser/group/shared_push.py)
-            from ..group.shared_push import SharedInbox, SharedWebSub  # imported on first use: SHARED only (psycopg)
-            self.inbox = SharedInbox(s.staging_dir, s.db_url)
-            subscriber = partial(SharedWebSub, db_url=s.db_url)
+        # Delivery ids and subscriptions are the group's with SHARED; without pushed sources, a leftover
+        # inbox of an earlier run is still drained.
+        self.inbox = self.parts.inbox(s.staging_dir) if self.listened else Inbox(s.staging_dir)
         if self.listened and not self.once:
             from ..push.endpoints import open_listener  # imported on first use: pushed sources only (start-up time)
-            self.listener = open_listener(s, self.listened, self.inbox, fetcher, self.stop, subscriber)
-
-    def _rate_limits(self) -> RateLimits:
-        """Sources' `rate` budgets: this daemon's, or with SHARED the group's (parser/group/shared.py)."""
-        if self.shared:
-            from ..group.shared import SharedRateLimits  # imported on first use: SHARED only (psycopg)
-            return SharedRateLimits(self.settings.db_url)
-        return RateLimits()
+            self.listener = open_listener(s, self.listened, self.inbox, fetcher, self.stop, self.parts.subscriber())
 
     def use(self, settings: Settings, sources: list[Source]) -> None:
         """SIGHUP: the settings and polled sources read again (parser/operate/reload.py)."""
@@ -162,7 +147,7 @@ class FeedPass:
         if self.offered_once:
             return
         self.offered_once = True
-        for source in self.schedule.due(now, len(self.sources)) if self.shared else self.sources:
+        for source in self.schedule.due(now, len(self.sources)) if self.parts.shared else self.sources:
             held = self.schedule.state(source).hold_left(now)
             if held:
                 log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)", source.name, held)
@@ -202,6 +187,30 @@ class FeedPass:
 
     def sinks(self) -> list[RecordSink]:
         return [self.sink]
+
+    def take_pushed(self) -> None:
+        self.stage_pushed()
+
+    def next_due(self) -> float:
+        return self.schedule.next_due()
+
+    def save(self, *, force: bool = False) -> bool:
+        """state.json (or the group's states), in batches (parser/sources/source_schedule.py's SAVE_EVERY)."""
+        return self.schedule.save(force=force)
+
+    def summary(self, *, due_only: bool = False) -> None:
+        """The "polled:" line (parser/feeds/poll_outcome.py)."""
+        self.taker.summary(due_only=due_only)
+
+    def known_sources(self) -> list[tuple[Source, SourceState, FeedInfo | None]]:
+        """Each source, polled or pushed, with its state and what its feed last said of itself this run
+        (None: nothing yet), for the `sources` table (parser/flush_all.py)."""
+        return [(source, self.schedule.state(source), self.taker.feed_info.get(source.name))
+                for source in (*self.sources, *self.listened)]
+
+    def running(self) -> tuple[list[Source], bool]:
+        """For a reload: the polled sources now, and whether full text is set up."""
+        return self.sources, self.poller.full_text is not None
 
     def close(self) -> None:
         """The sink and the schedule (the listener is closed by the daemon, before the workers), then the
@@ -320,10 +329,9 @@ class FeedPass:
             if remember:
                 self.known.merge(name, staged.digests)
             if source is not None:  # counted like a poll's entries, for `status` and the page
-                now, state = self.clock(), self.schedule.state(source)
                 self.schedule.changed()
-                state.last_success = state.last_poll = iso(now)
-                state.staged(now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
+                self.taker.stats.received(self.schedule.state(source), self.clock(), new=len(staged.new),
+                                          duplicates=staged.duplicates, blocked=blocked)
             log.info("%s  new %d  duplicates %d%s  received", name, len(staged.new), staged.duplicates,
                      blocked_text(blocked))
         self.inbox.drain(stage)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapters import Parsed
@@ -22,6 +22,7 @@ from ..fetch.http import FetchResult
 from ..pipeline.sink import RecordSink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
+from .poll_stats import PollStats
 
 log = logging.getLogger("parser")
 SUMMARY_EVERY = 60.0  # seconds between the "polled:" summary lines in parser.log
@@ -74,24 +75,12 @@ def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[s
                        seconds=round(outcome.seconds, 3))
 
 
-@dataclass
-class PollTally:
-    """Polls taken since the last summary line."""
-    polled: int = 0
-    sources: set[str] = field(default_factory=set)  # the distinct sources of those polls
-    not_modified: int = 0
-    errors: int = 0
-    new: int = 0
-    duplicates: int = 0
-    fetch_bytes: int = 0
-
-
 class OutcomeTaker:
     def __init__(self, sink: RecordSink, run_info: RunInfo, *, dead_after: int):
         """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
         (DEAD_AFTER) changes with a SIGHUP."""
-        self.sink, self.run_info, self.dead_after = sink, run_info, dead_after
-        self.tally, self.tally_since = PollTally(), time.monotonic()
+        self.sink, self.dead_after = sink, dead_after
+        self.stats = PollStats(run_info)  # every count of a poll goes through it
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
         # source -> what its feed last said of itself this run, for the `sources` table (parser/flush_all.py)
         self.feed_info: dict[str, FeedInfo] = {}
@@ -100,23 +89,16 @@ class OutcomeTaker:
         """One source's outcome into its state, counters and log lines; its records (`staged`) are
         staged already. Returns whether the poll succeeded."""
         source = outcome.source
-        self.tally.polled += 1
-        self.tally.sources.add(source.name)
         if outcome.error is not None:
             self._take_failure(outcome, outcome.error, state, now)
             return False
         result = outcome.answer
-        self.tally.fetch_bytes += len(result.body)
-        self.run_info.add(polls=1, fetch_bytes=len(result.body))
-        state.count(now, polls=1, bytes=len(result.body))
+        self.stats.answered(state, now, source.name, body_bytes=len(result.body), not_modified=result.not_modified)
         self._follow_address(source, state, result, outcome.parsed)
         if result.not_modified:
             self.sink.say(f"{source.name}: not modified")
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds, extra=poll_fields(outcome, None))
-            self.tally.not_modified += 1
-            self.run_info.add(not_modified=1)
             state.last_outcome = "304"
-            state.count(now, not_modified=1)
         else:
             assert staged is not None, "an answer with a body has its records staged first"
             self._take_records(outcome, staged, state, now)
@@ -136,19 +118,16 @@ class OutcomeTaker:
                 self.noted.add((source.name, note))
                 log.info("%s  %s", source.name, note)
         blocked = outcome.blocked  # dropped from parsed.records in the worker
-        self.sink.say(f"{source.name}: {len(parsed.records) + blocked} records, " + (f"{blocked} blocked, " if blocked else "")
-                      + f"{len(staged.new)} new would be staged")
+        self.sink.say(f"{source.name}: {len(parsed.records) + blocked} records, "
+                      + (f"{blocked} blocked, " if blocked else "") + f"{len(staged.new)} new would be staged")
         self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
         log.info("%s  new %d%s  duplicates %d%s  %.2f s  %s", source.name, len(staged.new),
                  f"  changed {staged.changed}" if staged.changed else "", staged.duplicates,
                  blocked_text(blocked), outcome.seconds, parsed.kind,  # kind: what the body was found to be
                  extra=poll_fields(outcome, staged))
-        self.tally.new += len(staged.new)
-        self.tally.duplicates += staged.duplicates
-        self.run_info.add(new=len(staged.new), duplicates=staged.duplicates)
+        self.stats.staged(state, now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
         state.last_outcome = f"new {len(staged.new)}"
         self.feed_info[source.name] = parsed.feed
-        state.staged(now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
         state.etag, state.last_modified = result.etag, result.last_modified
         if result.future_last_modified:
             self._future_last_modified(source, result)
@@ -180,9 +159,7 @@ class OutcomeTaker:
                             f"row; next polls back off up to every {MAX_BACKOFF / 3600:.0f} h")
         if exc is not None and exc.retry_after is not None:
             state.hold_for(now, exc.retry_after)
-        self.tally.errors += 1
-        self.run_info.add(polls=1, errors=1)
-        state.count(now, polls=1, errors=1)
+        self.stats.failed(state, now, source.name)
 
     def _follow_address(self, source: Source, state: SourceState, result: FetchResult,
                         parsed: Parsed | None) -> None:
@@ -216,11 +193,11 @@ class OutcomeTaker:
     def summary(self, *, due_only: bool = False) -> None:
         """The "polled:" line of the polls since the last one; `due_only`: only when SUMMARY_EVERY has
         passed since."""
-        if due_only and time.monotonic() - self.tally_since < SUMMARY_EVERY:
+        if due_only and self.stats.seconds_since_last() < SUMMARY_EVERY:
             return
-        t = self.tally
-        if t.polled:
+        t = self.stats.since_last()
+        if t.polls:
             log.info("polled: %d %s of %d %s in %.0f s: %d new records, %d duplicates, %d not modified, %d errors",
-                     t.polled, plural(t.polled, "poll"), len(t.sources), plural(len(t.sources), "source"),
-                     time.monotonic() - self.tally_since, t.new, t.duplicates, t.not_modified, t.errors)
-        self.tally, self.tally_since = PollTally(), time.monotonic()
+                     t.polls, plural(t.polls, "poll"), t.sources, plural(t.sources, "source"),
+                     t.seconds, t.new, t.duplicates, t.not_modified, t.errors)
+        self.stats.mark()

@@ -24,6 +24,7 @@ passes run in memory, at most DRY_RUN_LINKS objects per job are fetched, and the
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -50,11 +51,11 @@ class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
                  progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None,
-                 job_files: type[JobFiles] = JobFiles):
+                 job_files: type[JobFiles] = JobFiles, shared: bool = False):
         """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/jobs/job_files.py),
         at most DRY_RUN_LINKS objects a job; the passes themselves do not know. job_files: the class a
         job's files open with; with SHARED the group's (parser/group/shared_jobs.py, a floor above this one:
-        chosen by the daemon, passed in)."""
+        chosen by the daemon, passed in); `shared`: that the links are the group's."""
         self.settings = settings
         self.open_files = job_files
         self.jobs = jobs
@@ -62,7 +63,7 @@ class JobRunner:
         self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
                               once=once or dry_run, links_only=links_only,
                               max_objects=DRY_RUN_LINKS if dry_run else None, progress=progress,
-                              shared=settings.shared and not dry_run)
+                              shared=shared)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
@@ -100,6 +101,18 @@ class JobRunner:
         return [files.sink for files in self.job_files]
 
     # -- the daemon's turn (parser/technique.py) ----------------------------------------------
+    def take_pushed(self) -> None:
+        """Nothing is pushed to a job."""
+
+    def next_due(self) -> float:
+        return math.inf  # the loop's CONTROL_TICK is as long as it waits: a job's work is offered each turn
+
+    def save(self, *, force: bool = False) -> bool:
+        return False  # a job's files write themselves as its links and holds change (parser/jobs/job_files.py)
+
+    def summary(self, *, due_only: bool = False) -> None:
+        """A job's lines are said as its passes go (parser/jobs/pass1.py, pass2.py)."""
+
     def offer(self) -> None:
         """Main thread, at every turn of the daemon's loop: start pass 1 when it is due, and hand pages
         and links to the scheduler."""
