@@ -125,12 +125,9 @@ _PLACEHOLDER = re.compile(_MARK + "([0-9]+)\n*" + _MARK_END)
 _DIGESTED = ("title", "dctitle", "summary", "dcdescription", "content", "encoded", "updated")
 _DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
 _XML_DECLARATION = re.compile(rb"<\?xml[^>]{0,300}\?>")
-# Text that reads as HTML (_looks_like_html): a closing tag or an entity reference.
 # Each pattern below that reads up to a ">" or a close is used only where one follows (see _tags_out):
 # from every opener with none after it, the search would run to the end, and a stranger's 160 KB of
 # "<!--" took 25 s; every pass here is linear in the text.
-_END_TAG = re.compile(r"</[A-Za-z][^>]*>")
-_REFERENCE = re.compile(r"&#?[A-Za-z0-9]+;|&#[0-9]+")
 # What a summary's text leaves out: comments, scripts and styles whole (_hidden_out), then every tag.
 _HIDDEN_START = re.compile(r"<(!--|script\b|style\b)", re.IGNORECASE)
 _HIDDEN_END = {"script": re.compile(r"</script\s*>", re.IGNORECASE), "style": re.compile(r"</style\s*>", re.IGNORECASE)}
@@ -637,13 +634,6 @@ def _tags_out(value: str) -> str:
     return _TAG.sub(" ", value[:last + 1]) + value[last + 1:] if last >= 0 else value
 
 
-def _looks_like_html(value: str) -> bool:
-    """A closing tag or an entity reference (feedparser's test for RSS, whose elements carry no type):
-    "Use <br> sparingly" stays text; "Why &lt;template&gt;" is HTML."""
-    last = value.rfind(">")
-    return (last >= 0 and _END_TAG.search(value, 0, last + 1) is not None) or _REFERENCE.search(value) is not None
-
-
 def _first(fields: Mapping[str, list], name: str):
     found = fields.get(name)
     return found[0] if found else None
@@ -677,7 +667,7 @@ def _type_of(element: etree._Element, default_type: str) -> str:
     if kind in ("text", "text/plain", "plain"):  # "plain": Media RSS's word for it
         return "text"
     # No type at all (RSS, and Atom written carelessly: "7769&nbsp;" in an untyped Atom 0.3 title):
-    # the caller's default, else the value decides (_looks_like_html).
+    # the caller's default, else the value decides (record.looks_like_html, as for a description).
     return default_type
 
 
@@ -693,7 +683,7 @@ def _html_of(element: etree._Element | None, default_type: str = "") -> str:
         value = _text(element)  # control characters are left to finish_record: one pass, after nh3
         if kind.startswith("base64"):
             value, kind = _unbase64(value, kind)
-        if kind == "text" or (kind == "" and not _looks_like_html(value)):
+        if kind == "text" or (kind == "" and not looks_like_html(value)):
             return html.escape(value, quote=False)
     return value
 
