@@ -206,6 +206,8 @@ def check_feed(text: str, rows: list[dict]) -> None:
     """feedparser reads the Atom back entry for entry."""
     feed = feedparser.parse(text)
     assert not feed.bozo, feed.get("bozo_exception")
+    # declared once, on <feed>: not again on each entry and each element of the head, as a reader sees it
+    assert text.count('xmlns="http://www.w3.org/2005/Atom"') == 1, text[:600]
     assert feed.version == "atom10" and feed.feed.title == "parser-daemon: items"
     assert len(feed.entries) == len(rows)
     for entry, row in zip(feed.entries, rows, strict=True):

@@ -21,6 +21,9 @@ from ..pipeline.staging import cell_text as staging_cell  # the staging CSV's sp
 ATOM = "http://www.w3.org/2005/Atom"
 _A = f"{{{ATOM}}}"
 _NSMAP = {None: ATOM}  # Atom as the default namespace: <entry>, not <ns0:entry>
+# The feed's children are built without a namespace and written inside <feed xmlns=ATOM>, whose default
+# namespace they are then in: built in it, lxml's incremental writer, which writes each one alone, would
+# declare xmlns="http://www.w3.org/2005/Atom" again on every entry and every element of the head.
 # Characters XML 1.0 cannot hold at all; a stored value with one would make lxml refuse the whole entry.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 # An Atom date is RFC 3339; the daemon stores exactly this, an older table may hold something else.
@@ -88,14 +91,15 @@ def _feed_head(table: str, now: str) -> list[etree._Element]:
     generator = _text("generator", "parser-daemon")
     generator.set("version", __version__)
     # RFC 4287 wants an author on the feed or on every entry; an entry's own author comes first.
-    author = etree.Element(_A + "author", nsmap=_NSMAP)
+    author = etree.Element("author")
     author.append(_text("name", "parser-daemon"))
     return [*head, generator, author]
 
 
 def atom_entry(row: dict, table: str, now: str) -> etree._Element:
-    """An entry from a row of items or of a job's table (a job's `url` is its link)."""
-    entry = etree.Element(_A + "entry", nsmap=_NSMAP)
+    """An entry from a row of items or of a job's table (a job's `url` is its link), in no namespace until
+    it is written inside the feed (write_atom)."""
+    entry = etree.Element("entry")
     link = _str(row.get("link")) or _str(row.get("url"))
     entry.append(_text("id", _entry_id(row, link, table)))
     entry.append(_text("title", _str(row.get("title"))))
@@ -105,11 +109,11 @@ def atom_entry(row: dict, table: str, now: str) -> etree._Element:
     if published := _first_time(row, ("published",)):
         entry.append(_text("published", published))
     if author := _str(row.get("author")):
-        element = etree.SubElement(entry, _A + "author")
+        element = etree.SubElement(entry, "author")
         element.append(_text("name", author))
     for term in _list(row.get("categories")):
         if term := _str(term if isinstance(term, str) else json.dumps(term, ensure_ascii=False)):
-            etree.SubElement(entry, _A + "category", term=term)
+            etree.SubElement(entry, "category", term=term)
     for enclosure in _list(row.get("enclosures")):
         if isinstance(enclosure, dict) and (href := _str(enclosure.get("url"))):
             _link(entry, "enclosure", href, _str(enclosure.get("type")), _length(enclosure.get("length")))
@@ -143,7 +147,7 @@ def _first_time(row: dict, names: Sequence[str]) -> str:
 
 
 def _link(entry: etree._Element, rel: str, href: str, kind: str = "", length: str = "") -> None:
-    link = etree.SubElement(entry, _A + "link", rel=rel, href=href)
+    link = etree.SubElement(entry, "link", rel=rel, href=href)
     if kind:
         link.set("type", kind)
     if length:
@@ -151,7 +155,7 @@ def _link(entry: etree._Element, rel: str, href: str, kind: str = "", length: st
 
 
 def _text(name: str, value: str, **attributes: str) -> etree._Element:
-    element = etree.Element(_A + name, attributes, nsmap=_NSMAP)
+    element = etree.Element(name, attributes)
     element.text = value
     return element
 
