@@ -2,6 +2,7 @@
 condition, starting the daemon and waiting until it listens."""
 from __future__ import annotations
 
+import glob
 import signal
 import socket
 import sqlite3
@@ -49,12 +50,29 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        masks = signal_masks(proc.pid)  # before the stacks: whether the SIGTERM is still pending, and where
         proc.send_signal(signal.SIGUSR2)
         time.sleep(1)  # faulthandler writes at once; a second is plenty before the kill
         proc.kill()
         _, stderr = proc.communicate(timeout=30)
-        raise AssertionError(f"the daemon did not stop within {timeout:g} s of SIGTERM; its stacks:\n"
-                             f"{(stderr or '')[-20000:]}") from None
+        raise AssertionError(f"the daemon did not stop within {timeout:g} s of SIGTERM; its signal masks:\n{masks}\n"
+                             f"its stacks:\n{(stderr or '')[-20000:]}") from None
+
+
+def signal_masks(pid: int) -> str:
+    """The process's and each thread's signal masks from /proc (hexadecimal, bit 14 = SIGTERM): a SIGTERM
+    pending in ShdPnd with every thread blocking it (SigBlk) never reaches the daemon's handler; one
+    caught (SigCgt) and no longer pending reached it."""
+    lines = []
+    for status in [f"/proc/{pid}/status", *sorted(glob.glob(f"/proc/{pid}/task/*/status"))]:
+        try:
+            with open(status) as file:
+                fields = dict(line.rstrip("\n").split(":\t", 1) for line in file if ":\t" in line)
+        except OSError:
+            continue
+        lines.append(f"{status}: " + " ".join(f"{k}={fields.get(k, '?')}" for k in
+                                               ("Name", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    return "\n".join(lines) or "(gone)"
 
 
 def lock_sqlite(path) -> sqlite3.Connection:
