@@ -326,6 +326,10 @@ def run_daemon(args: argparse.Namespace) -> int:
     # would leave it down. A SIGHUP until the daemon is built is remembered, and taken as a reload then.
     hup_at_start = threading.Event()
     signal.signal(signal.SIGHUP, lambda _signum, _frame: hup_at_start.set())
+    # A signal mask is inherited across exec: a parent that started us from a thread blocking these (as
+    # multiprocessing does while it spawns its resource tracker) would leave each one pending for good, and
+    # a SIGTERM then waits for the kill. Each is unblocked once its handler is in place.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     from .core.memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
     from .daemon import Daemon  # imported on first use: a command loads what it runs
     from .settings.read import read_settings  # imported on first use: a command loads what it runs
@@ -357,6 +361,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     # SIGUSR2: every thread's stack on stderr (the journal under systemd), the daemon going on: what a
     # daemon that will not stop or seems stuck is doing, without a debugger on the machine.
     faulthandler.register(signal.SIGUSR2, all_threads=True)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGUSR2})
 
     try:
         code = daemon.run()

@@ -42,3 +42,22 @@ def test_sighup_while_params_py_is_read_at_start_is_a_reload_not_death(server, p
     finally:
         code = stop(proc)
     assert code == 0
+
+
+def test_a_daemon_started_with_its_stop_signals_blocked_still_stops_on_sigterm(server, project):
+    """A signal mask is inherited across exec: a parent that starts the daemon from a thread blocking
+    SIGTERM (multiprocessing blocks it while it spawns its resource tracker) hands the daemon a SIGTERM
+    that stays pending, and `systemctl stop` or a test's stop() then waits until the kill. The daemon
+    unblocks its stop and reload signals at start."""
+    server.route("/a.xml", body=rss(numbered_items(1, 2)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}], FLUSH_INTERVAL=0.3)
+    blocked = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+    proc = project.start(preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, blocked))
+    try:
+        wait_for(lambda: proc.poll() is not None or len(project.rows()) == 2, "a's items stored")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: proc.poll() is not None or "read again" in project.log(), "the reload SIGHUP asks for")
+    finally:
+        code = stop(proc)
+    assert code == 0
+    assert "stopped" in project.log().splitlines()[-1]
