@@ -42,13 +42,14 @@ def test_a_daemon_on_an_older_params_py_does_not_stop_a_source_the_others_list(s
 
         # Before the fix the older file disabled f1 in the group's table: never polled again.
         wait_for(lambda: polls_of_f1_since() >= 3, "f1 polled by the group after the older daemon joined", 20)
-        wait_for(lambda: "f1" in old.log("errors.log"), "the older daemon's errors.log naming f1", 10)
+        # errors.log's lines are written first, then parser.log's (parser/group/shared.py): both waited for
+        wait_for(lambda: "f1" in old.log("errors.log") and "files disagree" in old.log(),
+                 "the older daemon's errors.log naming f1", 10)
         assert "other running daemons' params.py enable 1 source (f1)" in old.log("errors.log")
         assert "the running daemons' params.py files disagree" in old.log()
         # The daemon whose file has it says so too, in its own log, once it notices the newcomer.
-        wait_for(lambda: "this params.py enables 1 source (f1)" in new.log("errors.log"),
-                 "the other daemon's errors.log naming f1", 10)
-        assert "files disagree" in new.log()
+        wait_for(lambda: "this params.py enables 1 source (f1)" in new.log("errors.log")
+                 and "files disagree" in new.log(), "the other daemon's errors.log naming f1", 10)
     finally:
         assert [stop(p) for p in procs] == [0] * len(procs)
 
