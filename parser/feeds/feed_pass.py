@@ -188,9 +188,6 @@ class FeedPass:
     def sinks(self) -> list[RecordSink]:
         return [self.sink]
 
-    def take_pushed(self) -> None:
-        self.stage_pushed()
-
     def next_due(self) -> float:
         return self.schedule.next_due()
 
@@ -313,7 +310,7 @@ class FeedPass:
         return links
 
     # -- pushed records ---------------------------------------------------------------------------
-    def stage_pushed(self) -> None:
+    def take_pushed(self) -> None:
         """Main thread: stage what the listener took in (webhook deliveries, WebSub pushes)."""
         if self.inbox is None:  # --dry-run
             return
