@@ -7,6 +7,7 @@ import json
 import re
 import resource
 import selectors
+import shutil
 import socket
 import subprocess
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from parser.push.listener import LISTEN_QUEUE
 from tests.process import free_port, start_listening, stop, wait_for
 from tests.test_webhook import SECRET, post, post_item, signed
 
@@ -249,6 +251,26 @@ def test_1100_slow_connections_at_1024_open_files_do_not_stop_signed_deliveries(
     assert len(hook.rows()) == len(statuses)
     assert attack.cut > 0  # slow heads are cut to make room, not held forever
     assert "closed to make room" in hook.log("errors.log")
+
+
+def test_a_flood_of_connections_waits_in_the_kernels_queue_not_behind_syn_cookies(hook):
+    """Past its listen queue Linux answers new connections with SYN cookies, and one whose handshake and
+    first segment were dropped while the queue stayed full is reset when its next segment comes: the
+    slow-connections test above lost one signed delivery (head and body in two segments) that way, with
+    TcpExtSyncookiesFailed 1 in nstat. The daemon's queue is LISTEN_QUEUE long, not asyncio's accept burst
+    of 64; `ss` shows a listening socket's queue as its Send-Q."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: apt-get install iproute2")
+    hook.configure()
+    daemon = start(hook)
+    try:
+        shown = subprocess.run(["ss", "-ltnH", f"sport = :{hook.port}"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    finally:
+        assert stop(daemon) == 0
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert shown[:1] == ["LISTEN"], shown
+    assert int(shown[2]) == min(LISTEN_QUEUE, somaxconn) > 64, shown
 
 
 def test_a_request_head_sent_a_byte_every_4_s_is_cut(hook):

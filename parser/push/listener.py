@@ -38,6 +38,7 @@ import itertools
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -58,7 +59,13 @@ MiB = 1 << 20
 MAX_CONNECTIONS = 256      # at most, whatever the open-file limit allows
 RESERVED_FDS = 256         # left to the main loop: staging, hash and log files, database, fetches
 WORKERS = 8                # threads running endpoints (HMAC, parse, fsync); the rest of the work is async
-BACKLOG = 64               # connections the kernel queues before we accept them; also asyncio's accept burst
+BACKLOG = 64               # asyncio's accept burst: connections accepted at one loop turn (connection_cap)
+# Connections the kernel completes and holds until we accept them. Past its listen queue Linux answers
+# new connections with SYN cookies, and one whose handshake and first segment were dropped there
+# while the queue stayed full is reset when its next segment comes (TcpExtSyncookiesFailed): a signed
+# delivery sent as head and body in two segments was lost that way under test_listener_abuse's flood.
+# A queued connection costs kernel memory, not one of our descriptors. The kernel caps it at somaxconn.
+LISTEN_QUEUE = 1024
 HEAD_TIMEOUT = 10.0        # seconds for a whole request head, also the keep-alive idle time
 BODY_TIMEOUT = 10.0        # seconds for a body, plus one second per BODY_RATE bytes
 BODY_RATE = 100 * 1024
@@ -305,6 +312,11 @@ class Listener:
         except OSError as exc:
             self._loop.close()
             raise SettingsError(f"WEBHOOK_LISTEN: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        for listening in self._server.sockets:
+            # asyncio listened with BACKLOG, its accept burst too; the kernel's queue is made longer
+            # on the same socket, through a second descriptor of it (closed at once).
+            with socket.socket(fileno=os.dup(listening.fileno())) as same:
+                same.listen(LISTEN_QUEUE)
         self.host, self.port = self._server.sockets[0].getsockname()[:2]
 
     @property
