@@ -69,7 +69,7 @@ def child(folder: Path, refresh: bool) -> dict:
     if refresh:
         started = time.perf_counter()
         due = 0
-        for _ in links._due(NOW, True):  # as pass 2 takes them: a window at a time, marked before the next
+        for _ in links._due(links.revisits, NOW, True):  # as pass 2 takes them: a window at a time, marked before the next
             due += 1
             if due % 1000 == 0:
                 links._out.clear()
@@ -77,7 +77,7 @@ def child(folder: Path, refresh: bool) -> dict:
         result["due"] = due
         result["take_due_s"] = round(time.perf_counter() - started, 3)
         started = time.perf_counter()
-        again = sum(1 for _ in links._due(NOW, True))
+        again = sum(1 for _ in links._due(links.revisits, NOW, True))
         result["next_look_ms"] = round((time.perf_counter() - started) * 1000, 3)
         result["next_look_due"] = again
         result["peak_rss_mib"] = round((rss_kib() - before) / 1024, 1)
