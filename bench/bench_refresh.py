@@ -69,7 +69,8 @@ def child(folder: Path, refresh: bool) -> dict:
     if refresh:
         started = time.perf_counter()
         due = 0
-        for _ in links._due(links.revisits, NOW, True):  # as pass 2 takes them: a window at a time, marked before the next
+        # As pass 2 takes them: a window at a time, marked before the next.
+        for _ in links._due(links.revisits, NOW, True):
             due += 1
             if due % 1000 == 0:
                 links._out.clear()
