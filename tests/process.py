@@ -3,6 +3,7 @@ condition, starting the daemon and waiting until it listens."""
 from __future__ import annotations
 
 import glob
+import io
 import signal
 import socket
 import sqlite3
@@ -48,7 +49,10 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
     for its threads' stacks (SIGUSR2), killed, and the test fails showing them: where it hung."""
     proc.send_signal(signal.SIGTERM)
     try:
-        return proc.wait(timeout=timeout)
+        # communicate, not wait: the daemon's stdout and stderr are read while it shuts down. With wait, a
+        # daemon that wrote more than a pipe holds (64 KiB) on its way out blocked in the write for good:
+        # SIGTERM caught, its stack in logging's emit (the listener test's daemon, 1 of 10 make test runs).
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         masks = signal_masks(proc.pid)  # before the stacks: whether the SIGTERM is still pending, and where
         proc.send_signal(signal.SIGUSR2)
@@ -57,6 +61,15 @@ def stop(proc: subprocess.Popen, timeout: float = 30.0) -> int:
         _, stderr = proc.communicate(timeout=30)
         raise AssertionError(f"the daemon did not stop within {timeout:g} s of SIGTERM; its signal masks:\n{masks}\n"
                              f"its stacks:\n{(stderr or '')[-20000:]}") from None
+    # What was read stays readable as the pipes were: tests read a stopped daemon's proc.stderr.
+    proc.stdout, proc.stderr = _readable(out), _readable(err)
+    return proc.returncode
+
+
+def _readable(text: str | bytes | None) -> io.StringIO | io.BytesIO | None:
+    if text is None:
+        return None
+    return io.StringIO(text) if isinstance(text, str) else io.BytesIO(text)
 
 
 def signal_masks(pid: int) -> str:

@@ -382,6 +382,11 @@ class Listener:
                 pass
         except (OSError, asyncio.IncompleteReadError):
             pass  # the sender went away
+        except asyncio.CancelledError:
+            # The listener is closing (_shut). Ended, not cancelled: Python 3.11's StreamReaderProtocol
+            # logs a whole traceback for each cancelled connection task (one per open connection, to
+            # stderr), which 3.12 no longer does.
+            pass
         except Exception as exc:  # a bug must not kill the listener; the sender retries on 5xx
             log.exception("listener error")
             self.refusals.note("listener", self.base_url, "500", f"internal error: {exc!r}")
