@@ -128,6 +128,20 @@ def raw_status(port: int, request: bytes) -> str:
 OPEN_RATE = 100  # slow connections opened per second
 
 
+# What a slow connection sends before it dribbles: half a request head, or a whole head with a forged
+# signature and the first byte of its body.
+OPENINGS = {"head": b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n"}
+OPENINGS["body"] = OPENINGS["head"] + (f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n"
+                                       ).encode() + b"{"
+
+
+def ss(*args: str) -> str:
+    """`ss` (iproute2)'s lines without their header; the test skips, saying why, where it is absent."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed: apt-get install iproute2")
+    return subprocess.run(["ss", "-H", *args], capture_output=True, text=True, check=True).stdout
+
+
 class Slowloris:
     """`count` connections, each sending a request line and then a header byte every 4 s (or, with
     `dribble="body"`, a whole head with a forged signature and then a body byte every 4 s); a
@@ -136,10 +150,7 @@ class Slowloris:
     def __init__(self, port: int, count: int, dribble: str = "head"):
         self.address = ("127.0.0.1", port)
         self.count = count
-        self.opening = b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n"
-        if dribble == "body":
-            self.opening += (f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n"
-                             ).encode() + b"{"
+        self.opening = OPENINGS[dribble]
         self.opened = 0  # connections that sent their opening
         self.rounds = 0  # ticks at which every open connection was sent its next byte
         self.cut = 0
@@ -263,9 +274,7 @@ def test_a_stop_with_slow_connections_open_is_quiet_and_prompt(hook):
     try:
         for n in range(200):
             s = socket.create_connection(("127.0.0.1", hook.port))
-            s.sendall(b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n" if n % 2 else
-                      b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=" + b"0" * 64 +
-                      b"\r\nContent-Length: 60000\r\n\r\n{")
+            s.sendall(OPENINGS["head" if n % 2 else "body"])
             slow.append(s)
         wait_for(lambda: _open_connections(daemon.pid, hook.port) >= 200, "the 200 slow connections accepted")
         assert stop(daemon) == 0
@@ -278,9 +287,7 @@ def test_a_stop_with_slow_connections_open_is_quiet_and_prompt(hook):
 
 def _open_connections(pid: int, port: int) -> int:
     """The daemon's established connections to its listening port (ss, by process)."""
-    shown = subprocess.run(["ss", "-tnpH", "state", "established", f"sport = :{port}"], capture_output=True,
-                           text=True).stdout
-    return sum(f"pid={pid}," in line for line in shown.splitlines())
+    return sum(f"pid={pid}," in line for line in ss("-tnp", "state", "established", f"sport = :{port}").splitlines())
 
 
 def test_a_flood_of_connections_waits_in_the_kernels_queue_not_behind_syn_cookies(hook):
@@ -289,13 +296,10 @@ def test_a_flood_of_connections_waits_in_the_kernels_queue_not_behind_syn_cookie
     slow-connections test above lost one signed delivery (head and body in two segments) that way, with
     TcpExtSyncookiesFailed 1 in nstat. The daemon's queue is LISTEN_QUEUE long, not asyncio's accept burst
     of 64; `ss` shows a listening socket's queue as its Send-Q."""
-    if shutil.which("ss") is None:
-        pytest.skip("ss (iproute2) is not installed: apt-get install iproute2")
     hook.configure()
     daemon = start(hook)
     try:
-        shown = subprocess.run(["ss", "-ltnH", f"sport = :{hook.port}"], capture_output=True, text=True,
-                               check=True).stdout.split()
+        shown = ss("-ltn", f"sport = :{hook.port}").split()
     finally:
         assert stop(daemon) == 0
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
