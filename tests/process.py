@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import io
+import os
 import signal
 import socket
 import sqlite3
@@ -11,11 +12,38 @@ import subprocess
 import time
 from collections.abc import Callable
 
+# A port for a daemon to listen on (or one nothing listens on), from below the kernel's ephemeral range.
+# A port found free by binding to 0 comes from that range, and between the test closing it and the daemon
+# binding it, any outgoing connection of the suite (thousands a run) may take it as its own source port:
+# "address already in use" at the daemon's start, run 3 of a 10-run make test loop. Below the range the
+# kernel hands out nothing; each xdist worker counts through its own slice, so workers never pick alike.
+PORTS_FROM, PORTS_PER_WORKER = 20000, 1000
+_tried: dict[str, int] = {}  # per worker: how many of its slice's ports it has handed out or passed over
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    low = PORTS_FROM + index % max(1, (_ephemeral_low() - PORTS_FROM) // PORTS_PER_WORKER) * PORTS_PER_WORKER
+    offset = os.getpid() % PORTS_PER_WORKER  # where this session starts: an earlier one's may linger (TIME_WAIT)
+    for _ in range(PORTS_PER_WORKER):
+        tried = _tried[worker] = _tried.get(worker, 0) + 1
+        port = low + (offset + tried) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # held by something else: the next one
+                continue
+            return port
+    raise AssertionError(f"no free port in {low}-{low + PORTS_PER_WORKER - 1}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as found:
+            return int(found.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:

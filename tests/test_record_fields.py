@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from parser.adapters import FeedInfo, parse_body
 from parser.core.errors import ParseError
 from parser.settings.params import Source
 from tests.conftest import corpus_dir
+from tests.process import free_port
 
 FETCHED = "2026-01-01T00:00:00Z"
 
@@ -251,19 +251,13 @@ def test_fewer_empty_contents_over_the_200_corpus_feeds():
     assert empty < 1000, f"{empty} of {total} records have an empty content"
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_daemon_stages_the_lists_as_json_text(server, project):
     """End to end: the database is down, so the run's records stay in the staging files (staging.csv,
     or the batch the failed flush took aside), where the lists are JSON text."""
     server.route("/feed.xml", body=PODCAST.replace(b"https://pod.example/", server.url("/").encode()),
                  content_type="application/rss+xml")
     project.write_params(SOURCES=[{"name": "pod", "url": server.url("/feed.xml")}],
-                         DB_URL=f"postgresql://parser@127.0.0.1:{_closed_port()}/items", TIMEOUT=2)
+                         DB_URL=f"postgresql://parser@127.0.0.1:{free_port()}/items", TIMEOUT=2)
     proc = project.run("--once")
     assert proc.returncode == 1, proc.stderr  # the final flush fails: the records stay staged
     rows = {}

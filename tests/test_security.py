@@ -11,10 +11,10 @@ params.py refuses literal secrets in `headers`: tokens come from environment var
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 from tests.feeds import numbered_items, rss
+from tests.process import free_port
 
 SECRETS = {
     "bearer": "BearerSecret-4d1c0e",
@@ -25,12 +25,6 @@ SECRETS = {
     "db": "DbPassword-e1f0c2",
 }
 LOCAL_MARKER = "CONTENT-OF-A-LOCAL-FILE-31f5"
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def everything_written(project, stderr: str = "") -> str:
@@ -49,7 +43,7 @@ def test_credentials_never_reach_the_logs_whatever_fails(server, project, monkey
     # A token read from a file often keeps its newline: requests' own message would quote it.
     monkeypatch.setenv("PARSER_TEST_BAD_TOKEN", SECRETS["bearer"] + "\n")
     token = f"token={SECRETS['query']}&api_key={SECRETS['apikey']}"
-    dead = closed_port()
+    dead = free_port()
     server.route("/fails", status=500, body=b"oops")
     server.route("/hangs", hang=True)
     server.route("/loop", status=302, headers={"Location": f"/loop2?{token}"})
@@ -73,7 +67,7 @@ def test_credentials_never_reach_the_logs_whatever_fails(server, project, monkey
         {"name": "bad-header", "url": f"{base}/works",
          "auth": {"type": "bearer", "token_env": "PARSER_TEST_BAD_TOKEN"}},
     ]
-    db = f"postgresql://parser:{SECRETS['db']}@127.0.0.1:{closed_port()}/items"
+    db = f"postgresql://parser:{SECRETS['db']}@127.0.0.1:{free_port()}/items"
     project.write_params(SOURCES=sources, TIMEOUT=1, DEADLINE=2, PER_HOST=16, DB_URL=db)
     proc = project.run("--once")
     assert proc.returncode == 1  # the database is unreachable: the final flush fails
