@@ -2,8 +2,10 @@
 condition, starting the daemon and waiting until it listens."""
 from __future__ import annotations
 
+import functools
 import glob
 import io
+import itertools
 import os
 import signal
 import socket
@@ -18,32 +20,38 @@ from collections.abc import Callable
 # "address already in use" at the daemon's start, run 3 of a 10-run make test loop. Below the range the
 # kernel hands out nothing; each xdist worker counts through its own slice, so workers never pick alike.
 PORTS_FROM, PORTS_PER_WORKER = 20000, 1000
-_tried: dict[str, int] = {}  # per worker: how many of its slice's ports it has handed out or passed over
+
+
+@functools.cache
+def _worker_ports() -> range:
+    """This xdist worker's slice (gw0 when not under xdist), below ip_local_port_range's first port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as found:
+            ephemeral = int(found.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768  # Linux's default
+    low = PORTS_FROM + index % max(1, (ephemeral - PORTS_FROM) // PORTS_PER_WORKER) * PORTS_PER_WORKER
+    return range(low, low + PORTS_PER_WORKER)
+
+
+# Where in the slice the next one is tried; this session's pid as the start, as an earlier session's
+# ports may linger (TIME_WAIT).
+_next_port = itertools.count(os.getpid())
 
 
 def free_port() -> int:
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    index = int(worker[2:]) if worker[2:].isdigit() else 0
-    low = PORTS_FROM + index % max(1, (_ephemeral_low() - PORTS_FROM) // PORTS_PER_WORKER) * PORTS_PER_WORKER
-    offset = os.getpid() % PORTS_PER_WORKER  # where this session starts: an earlier one's may linger (TIME_WAIT)
-    for _ in range(PORTS_PER_WORKER):
-        tried = _tried[worker] = _tried.get(worker, 0) + 1
-        port = low + (offset + tried) % PORTS_PER_WORKER
+    ports = _worker_ports()
+    for _ in ports:
+        port = ports[next(_next_port) % len(ports)]
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:  # held by something else: the next one
                 continue
             return port
-    raise AssertionError(f"no free port in {low}-{low + PORTS_PER_WORKER - 1}")
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as found:
-            return int(found.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+    raise AssertionError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:

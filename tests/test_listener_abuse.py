@@ -130,9 +130,9 @@ OPEN_RATE = 100  # slow connections opened per second
 
 # What a slow connection sends before it dribbles: half a request head, or a whole head with a forged
 # signature and the first byte of its body.
-OPENINGS = {"head": b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n"}
-OPENINGS["body"] = OPENINGS["head"] + (f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n"
-                                       ).encode() + b"{"
+HALF_A_HEAD = b"POST /hooks/shop HTTP/1.1\r\nHost: x\r\n"
+OPENINGS = {"head": HALF_A_HEAD,
+            "body": HALF_A_HEAD + f"X-Hub-Signature-256: sha256={'0' * 64}\r\nContent-Length: 60000\r\n\r\n{{".encode()}
 
 
 def ss(*args: str) -> str:
