@@ -19,7 +19,7 @@ import pytest
 from db.store import Database
 from parser.core import logs
 from parser.core.errors import StorageError
-from parser.core.record import RECORD_FIELDS, record_hash
+from parser.core.record import RECORD_FIELDS, RECORD_LAYOUT, record_hash
 from parser.pipeline.dedup import open_uniqueness
 from parser.pipeline.sink import Sink
 from parser.pipeline.staging import repair_torn_tail
@@ -195,7 +195,8 @@ def test_a_damaged_field_is_named_with_its_source_and_reset_and_the_rest_kept(tm
     from parser.settings.params import Source
     path = tmp_path / "state.json"
     sources = [Source(name="a", url="http://127.0.0.1/a.xml"), Source(name="b", url="http://127.0.0.1/b.xml")]
-    good = {"url": "http://127.0.0.1/a.xml", "etag": '"v1"', "failures": 2, "next_due": 999_000.0}
+    good = {"url": "http://127.0.0.1/a.xml", "etag": '"v1"', "failures": 2, "next_due": 999_000.0,
+            "layout": RECORD_LAYOUT}  # as this version saves it: its validators are kept
     path.write_text(json.dumps({"a": {**good, field: value}, "b": {"url": "http://127.0.0.1/b.xml",
                                                                     "failures": 1}}))
     schedule = schedule_on(path, sources)
@@ -229,7 +230,8 @@ def test_hand_edited_nulls_are_reported_and_reset_and_status_and_a_run_use_the_r
     project.write_params(SOURCES=[{"name": "a", "url": a}, {"name": "b", "url": b}])
     project.staging.mkdir()
     (project.staging / "state.json").write_text(json.dumps({
-        "a": {"url": a, "etag": '"a1"', "next_due": None, "failures": None, "last_poll": "2026-11-01T12:00:00Z"},
+        "a": {"url": a, "etag": '"a1"', "next_due": None, "failures": None, "last_poll": "2026-11-01T12:00:00Z",
+              "layout": RECORD_LAYOUT},
         "b": {"url": b, "not_before": None}}))
 
     shown = project.run("status")

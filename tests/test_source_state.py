@@ -4,7 +4,8 @@ injected clock (`now` is a plain number), in-process: no daemon, no network."""
 from __future__ import annotations
 
 from parser.core.dates import iso
-from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
+from parser.core.record import RECORD_LAYOUT
+from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, load_state
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600.0
@@ -188,3 +189,17 @@ def test_reset_clears_failures_and_hold_forgets_the_discovery_and_is_due_now():
     own = SourceState(url="https://b.example/feed", etag='"b"', was_feed=True)
     own.reset(NOW)
     assert own.etag == '"b"'
+
+
+def test_validators_saved_under_an_older_record_layout_are_not_sent_after_an_upgrade():
+    """Guards RECORD_LAYOUT: a state saved by a version whose records had fewer columns (0.6.0 and older wrote
+    no layout) loads without its validators, so the first poll is a 200 that fills the new columns; a state
+    saved by this version keeps them, and saves the layout it holds them under."""
+    saved_by_051 = {"url": "https://a.example/feed", "etag": '"v1"', "last_modified": "Sun, 01 Mar 2026 12:00:00 GMT",
+                    "failures": 0, "last_success": "2026-03-01T12:00:00Z"}
+    old = load_state(saved_by_051)
+    assert (old.etag, old.last_modified, old.layout) == (None, None, RECORD_LAYOUT)
+    assert (old.url, old.last_success) == ("https://a.example/feed", "2026-03-01T12:00:00Z")  # the rest is kept
+    current = load_state({**saved_by_051, "layout": RECORD_LAYOUT})
+    assert (current.etag, current.last_modified) == ('"v1"', "Sun, 01 Mar 2026 12:00:00 GMT")
+    assert vars(load_state(vars(current)))["layout"] == RECORD_LAYOUT

@@ -43,8 +43,11 @@ class StagingFile:
         durable.end_last_line(path)  # a last record an editor saved without its line end is kept
         existing = read_header(path)
         if existing is not None and existing != self.columns:
-            # Written by a version with other columns: hand it to the flush as a batch of its own.
-            self.rotate()
+            # Written by a version (or a job's settings) with other columns: its rows go to the flush as a
+            # batch of its own, read by their own header; a file with no rows gets this layout's header,
+            # so that no row is ever appended under another layout's header.
+            if self.rotate() is None:
+                self._write_header()
 
     # -- appending ----------------------------------------------------------------------------
     def append(self, rows: Iterable[Row], refused: list[tuple[Row, str]] | None = None) -> int:
@@ -76,8 +79,19 @@ class StagingFile:
         batch = self.path.with_name(f"{self.path.stem}.flushing-{time.time_ns()}.csv")
         os.replace(self.path, batch)
         _fsync_dir(self.path.parent)
-        self.path.write_bytes(_header_bytes(self.columns))  # an empty staging file a person can open
+        self._write_header()  # an empty staging file a person can open
         return batch
+
+    def _write_header(self) -> None:
+        """The staging file replaced by one holding only this layout's header (a crash leaves one or the
+        other, never a file with no header that an append would give the wrong one)."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(_header_bytes(self.columns))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
 
     def batches(self) -> list[Path]:
         """Batch files waiting for the database, oldest first (a crash can leave several). A file that

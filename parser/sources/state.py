@@ -27,6 +27,7 @@ from pathlib import Path
 from ..core import logs
 from ..core.dates import iso
 from ..core.errors import StorageError, cannot_write
+from ..core.record import RECORD_LAYOUT
 
 log = logging.getLogger("parser")
 SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
@@ -57,6 +58,9 @@ class SourceState:
     # The address polled without a feed_url has served a feed: an HTML page from it later is a
     # maintenance page, never searched for feeds (one page must not move a feed for good).
     was_feed: bool = False
+    # The record layout the validators were saved under (core/record.RECORD_LAYOUT); a state saved without
+    # it was saved by 0.6.0 or older.
+    layout: int = RECORD_LAYOUT
     # For the operator (parser/operate/status.py): ISO 8601 UTC times, None until it happened.
     last_poll: str | None = None
     last_success: str | None = None
@@ -249,6 +253,11 @@ def load_state(data: dict[str, typing.Any], url: str = "", fixed: list[str] | No
                          f"{_shown(getattr(SourceState(), key))}, the rest of its state kept")
     state = SourceState(**kept)
     state.url = state.url or url
+    if kept.get("layout", 1) < RECORD_LAYOUT:
+        # Saved by a version whose records had fewer columns: a 304 to its validators would leave the new
+        # ones empty, so the first poll after the upgrade is unconditional (and restages what it stored).
+        state.etag = state.last_modified = None
+        state.layout = RECORD_LAYOUT
     if "was_feed" not in kept:  # saved without it (an older version, or a hand edit reset it): a success
         # at its own address was a feed
         state.was_feed = bool(state.last_success) and not state.feed_url

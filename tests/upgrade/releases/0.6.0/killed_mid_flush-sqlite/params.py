@@ -1,0 +1,5 @@
+SOURCES = [{'name': 'news', 'url': 'http://127.0.0.1:35121/feed.xml'}]
+DB_URL = 'sqlite:///db/items.db'
+DB_TIMEOUT = 1
+FLUSH_INTERVAL = 3
+POLL_INTERVAL = 2
