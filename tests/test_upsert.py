@@ -1,11 +1,14 @@
 """The flush's rule for a hash the table holds (db/upsert.py), in-process on SQLite and PostgreSQL: an
 edit replaces the row and sets `changed`; a value filled where there was none (a column an upgrade added)
 updates the row without calling it an edit; another source's copy of an entry never edits it; loading the
-same rows twice writes nothing the second time."""
+same rows twice writes nothing the second time; an older poll flushed last (another daemon of a group) never
+overwrites a newer one; versions of one entry staged between two flushes go in the order they were fetched,
+each kept once with "history"; a source's own mode holds for its rows alone."""
 from __future__ import annotations
 
 import pytest
 
+from db.upsert import Updates
 from parser.pipeline.sink import Batch
 from tests.test_flush_bulk import db, db_url, open_sink, select  # noqa: F401 (fixtures)
 
@@ -93,3 +96,18 @@ def test_history_keeps_each_version_staged_between_two_flushes_once(tmp_path, db
     assert [(s, when(c)) for s, c in select(db_url, "SELECT summary, changed FROM items")] \
         == [("15.00", "2026-11-01T12:00:00Z")]
     assert select(db_url, "SELECT summary FROM items_versions ORDER BY version") == [("10.00",), ("12.00",)]
+
+
+def test_a_sources_own_mode_holds_for_its_rows_alone(tmp_path, db, db_url):  # noqa: F811
+    """UPDATES "update" with a source of "ignore" and one of "history" (Settings.items_updates): the
+    "ignore" source's row is never updated (a group's other daemon staging it again), the "history"
+    source's earlier version is kept, the default source's is not."""
+    updates = Updates("update", (("frozen", "ignore"), ("shop", "history")))
+    names = ("news", "frozen", "shop")
+    first = [entry(n, source=name, title="first") for n, name in enumerate(names, 1)]
+    assert flush_rows(tmp_path, db, first, updates=updates) == (3, 0, 0)
+    edits = [entry(n, source=name, title="edited", fetched="2026-11-09T00:00:00Z") for n, name in enumerate(names, 1)]
+    assert flush_rows(tmp_path / "other", db, edits, updates=updates) == (0, 2, 1)
+    assert select(db_url, "SELECT source, title FROM items ORDER BY id") \
+        == [("news", "edited"), ("frozen", "first"), ("shop", "edited")]
+    assert select(db_url, "SELECT source, title FROM items_versions") == [("shop", "first")]
