@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import NamedTuple
 
-from db.upsert import on_conflict, versions_insert
+from db.upsert import Target, on_conflict, versions_insert
 
 # PostgreSQL: rows per COPY and INSERT ... SELECT, so that every statement ends well within
 # store.STATEMENT_LIMIT (about 40 MB of 4 KB rows; 200,000 rows took 20 s in all on a 2-core machine).
@@ -33,32 +32,23 @@ class Loaded:
         return Loaded(self.inserted + other.inserted, self.updated + other.updated)
 
 
-class Target(NamedTuple):
-    """Where a flush's rows go: the table, its own columns, the UPDATES mode, the versions table ("history")."""
-    table: str
-    columns: Sequence[str]
-    mode: str = "update"
-    versions: Sequence[str] = ()  # the `<table>_versions` table's columns, with mode "history"
-    changed_type: str = ""  # PostgreSQL: the type of the table's `changed` column (db/upsert.py)
-
-
 def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
                   quote: Callable) -> Loaded:
     """sqlite3: one executemany of an INSERT ... ON CONFLICT (hash) (db/upsert.py); an empty cell is
     NULL. Inserted rows are those with an id past the largest before; cursor.rowcount sums the rows each
     statement stored or updated (0 for an unchanged hash) and, unlike connection.total_changes, never
-    counts a user's trigger's own rows. "history" goes through a temporary table (sqlite_history)."""
+    counts a user's trigger's own rows. "history" goes through a temporary table (_sqlite_history), a
+    round of each hash's versions at a time (versions_apart)."""
     table = quote(target.table)
     cursor = connection.cursor()
     try:
         before = cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
-        if target.mode == "history":
-            touched = _sqlite_history(cursor, target, fields, rows, quote)
-        else:
+        if target.updates.widest == "history":
+            touched = sum(_sqlite_history(cursor, target, fields, part, quote) for part in versions_apart(fields, rows))
+        else:  # one statement a row, in the file's order: of two versions the later applies last
             values = ", ".join("?" if f == "hash" else "NULLIF(?, '')" for f in fields)
             cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, fields))}) VALUES ({values}) "
-                               + on_conflict(target.table, fields, target.columns, target.mode, "sqlite", quote),
-                               rows)
+                               + on_conflict(target, fields, "sqlite", quote), rows)
             touched = cursor.rowcount
         inserted = cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE id > ?", (before,)).fetchone()[0]
         return Loaded(inserted, max(touched - inserted, 0))
@@ -66,9 +56,31 @@ def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Seque
         cursor.close()
 
 
+def versions_apart(fields: Sequence[str], rows: Sequence[Sequence]) -> Sequence[Sequence[Sequence]]:
+    """The rows in rounds where each hash comes once: an entry edited between two flushes has a version
+    staged per poll, each to be kept in turn ("history"), so its versions go one a round in the order they
+    were fetched (as staged when the times are equal); a round keeps the rows' order. Nearly every batch is
+    one round, the rows as they are."""
+    at = fields.index("hash")
+    if len({row[at] for row in rows}) == len(rows):
+        return [rows]
+    fetched = fields.index("fetched") if "fetched" in fields else None
+    versions: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        versions.setdefault(row[at], []).append(i)
+    round_of = [0] * len(rows)
+    for places in versions.values():
+        for n, i in enumerate(sorted(places, key=lambda i: (rows[i][fetched] or "") if fetched is not None else "")):
+            round_of[i] = n
+    rounds: list[list[Sequence]] = [[] for _ in range(max(round_of) + 1)]
+    for i, row in enumerate(rows):
+        rounds[round_of[i]].append(row)
+    return rounds
+
+
 def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
-    """The rows into a temporary table; the stored rows they edit copied into the versions table; then
-    the upsert from the temporary table. Returns the rows the upsert stored or updated."""
+    """The rows (each hash once) into a temporary table; the stored rows they edit copied into the versions
+    table; then the upsert from the temporary table. Returns the rows the upsert stored or updated."""
     names = ", ".join(map(quote, fields))
     columns = ", ".join(f"{quote(f)} TEXT" for f in fields)
     cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGED}_h ({columns})")
@@ -76,10 +88,9 @@ def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequenc
     typed = ", ".join(quote(f) if f == "hash" else f"NULLIF({quote(f)}, '') AS {quote(f)}" for f in fields)
     cursor.executemany(f"INSERT INTO {_STAGED}_h ({names}) VALUES ({', '.join('?' * len(fields))})", rows)
     staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
-    cursor.execute(versions_insert(target.table, f"{target.table}_versions", staged, fields, target.versions,
-                                   "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
+    cursor.execute(versions_insert(target, staged, fields, "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
     cursor.execute(f"INSERT INTO {quote(target.table)} ({names}) SELECT {typed} FROM {_STAGED}_h WHERE true "
-                   + on_conflict(target.table, fields, target.columns, target.mode, "sqlite", quote))
+                   + on_conflict(target, fields, "sqlite", quote))
     touched = cursor.rowcount
     cursor.execute(f"DROP TABLE {_STAGED}_h")
     return touched
@@ -135,32 +146,37 @@ def column_types(cursor, table: str) -> dict[str, tuple[str, str]]:
 def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], values: Sequence[str],
                 quote: Callable) -> Loaded:
     """PostgreSQL: INSERT the temporary table `staged`'s rows (`values`: each field's typed expression) into
-    the target, as the UPDATES mode says (db/upsert.py); empty `staged`. Of two rows with one hash the last
-    is stored, at the first's place (ON CONFLICT DO UPDATE may touch a row once per statement)."""
+    the target, as the UPDATES mode says (db/upsert.py); empty `staged`. A hash that comes n times (an entry
+    edited between two polls of one batch) goes in n rounds, its versions in the order they were fetched
+    (ON CONFLICT DO UPDATE may touch a row once per statement, and "history" keeps each version): the
+    first at its place among the others, each later one an update."""
     names = ", ".join(map(quote, fields))
     table = quote(target.table)
     typed = ", ".join(f"{value} AS {quote(field)}" for field, value in zip(fields, values, strict=True))
-    if target.mode == "ignore" or not _repeats_a_hash(cursor, staged):  # nearly every part: each hash once
-        source = f"SELECT {typed} FROM {staged}"
-    else:  # each hash's last row, at its first row's place (as SQLite's executemany: insert, then update)
-        source = (f"SELECT {names} FROM (SELECT {typed}, first_value(ctid) OVER (PARTITION BY hash ORDER BY ctid) "
-                  f"AS parser_at, row_number() OVER (PARTITION BY hash ORDER BY ctid DESC) AS parser_nth "
-                  f"FROM {staged}) d WHERE parser_nth = 1 ORDER BY parser_at")
-    if target.mode == "history":
-        cursor.execute(versions_insert(target.table, f"{target.table}_versions", f"({source}) s", fields,
-                                       target.versions, "postgresql", quote, "now()"))
-    clause = on_conflict(target.table, fields, target.columns, target.mode, "postgresql", quote, target.changed_type)
-    cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
-                   "RETURNING (xmax = 0) AS fresh) "
-                   "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
-    inserted, updated = cursor.fetchone()
+    rounds = 1 if target.updates.widest == "ignore" else _most_versions(cursor, staged)  # DO NOTHING: any order
+    fetched = f"{values[fields.index('fetched')]}, " if "fetched" in fields else ""
+    clause = on_conflict(target, fields, "postgresql", quote)
+    loaded = Loaded(0, 0)
+    for n in range(1, rounds + 1):
+        if rounds == 1:  # nearly every part: each hash once
+            source = f"SELECT {typed} FROM {staged}"
+        else:
+            source = (f"SELECT {names} FROM (SELECT {typed}, ctid AS parser_at, row_number() OVER (PARTITION BY "
+                      f"hash ORDER BY {fetched}ctid) AS parser_round FROM {staged}) d WHERE parser_round = {n} "
+                      "ORDER BY parser_at")
+        if target.updates.widest == "history":
+            cursor.execute(versions_insert(target, f"({source}) s", fields, "postgresql", quote, "now()"))
+        cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
+                       "RETURNING (xmax = 0) AS fresh) "
+                       "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
+        loaded += Loaded(*cursor.fetchone())
     cursor.execute(f"TRUNCATE {staged}")
-    return Loaded(inserted, updated)
+    return loaded
 
 
-def _repeats_a_hash(cursor, staged: str) -> bool:
-    """Whether a hash comes twice in `staged` (an entry edited between two polls of one batch). The
-    window functions that keep its last row sort the whole part, rows and all; this looks at the hashes
-    alone, so a part without a repeat (nearly all of them) goes in as it is."""
-    cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {staged} GROUP BY hash HAVING COUNT(*) > 1)")
-    return bool(cursor.fetchone()[0])
+def _most_versions(cursor, staged: str) -> int:
+    """How many times the hash that comes most often comes in `staged` (1: each once, nearly every part;
+    0: empty). The window function that sorts a hash's versions sorts the whole part, rows and all; this
+    looks at the hashes alone, so a part without a repeat goes in as it is."""
+    cursor.execute(f"SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM {staged} GROUP BY hash) c")
+    return int(cursor.fetchone()[0])

@@ -15,7 +15,8 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from db.bulk import Loaded, Target, move_staged, typed_values
+from db.bulk import Loaded, move_staged, typed_values
+from db.upsert import Target
 
 PART_BYTES = 32 * 2**20  # file bytes per COPY and INSERT: about 8,000 rows of 4 KB, a second or two each
 BLOCK_BYTES = 2**20  # bytes per copy.write

@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import migrate, schema
-from db.bulk import Loaded, Target, postgresql_copy, sqlite_insert
+from db.bulk import Loaded, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
+from db.upsert import Target, Updates
 from parser.core import logs
 from parser.core.errors import RecordRefusedError, SchemaRefusedError, StorageError
 from parser.core.urls import redact_url
@@ -124,11 +125,12 @@ class Database:
             log.warning("table %s had no unique index on hash (dropped?): created it again", name)
 
     def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[Mapping] | Sequence[Sequence], *,
-                   fields: Sequence[str] | None = None, mend: bool = True, mode: str = "update") -> Loaded:
+                   fields: Sequence[str] | None = None, mend: bool = True, mode: str | Updates = "update") -> Loaded:
         """Insert rows whose hash the table lacks, and update those it holds as the UPDATES `mode` says
-        (db/upsert.py), in one transaction; return what was inserted and updated. `rows` are dicts, or (with
-        `fields`, the names of their cells in order, as a staging file's header) sequences of cells: the
-        flush's, handed to the driver as they are (db/bulk.py). An empty cell is stored as NULL.
+        (db/upsert.py: one mode, or the table's with its sources' own), in one transaction; return what was
+        inserted and updated. `rows` are dicts, or (with `fields`, the names of their cells in order, as a
+        staging file's header) sequences of cells: the flush's, handed to the driver as they are
+        (db/bulk.py). An empty cell is stored as NULL.
 
         Raise RecordRefusedError when a value of a row is refused (the caller finds the row and sets
         it aside), StorageError when the rows must stay staged. With `mend`, a table changed
@@ -155,7 +157,7 @@ class Database:
         return self.insert_new(name, columns, cells, fields=fields, mend=False, mode=mode)
 
     def insert_file(self, name: str, columns: Sequence[str], path: Path, fields: Sequence[str], *,
-                    escaped_start: Collection[str], mode: str = "update") -> tuple[Loaded, int] | None:
+                    escaped_start: Collection[str], mode: str | Updates = "update") -> tuple[Loaded, int] | None:
         """PostgreSQL: load the staging file `path` (its header: `fields`) through the server's own CSV
         parser (db/csv_load.py), in one transaction, as insert_new would; return (what it did, rows in the
         file). None when the file is to be read in Python and given to insert_new: another database, a header naming a
@@ -187,7 +189,7 @@ class Database:
         return None
 
     def _insert_rows(self, name: str, columns: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence],
-                     mode: str) -> Loaded:
+                     mode: str | Updates) -> Loaded:
         table = self.table(name, columns)
         known = {c.name for c in table.columns} - {"id"}
         if not known.issuperset(fields):  # a file staged by a version with a column this table lacks
@@ -200,13 +202,15 @@ class Database:
                 return load(conn.connection.driver_connection, self._target(conn, table, mode), fields, rows, quote)
             return self._insert_generic(conn, table, fields, rows)
 
-    def _target(self, conn: sa.Connection, table: sa.Table, mode: str) -> Target:
-        """Where a load goes; with "history", the `<table>_versions` table made (or completed) first."""
+    def _target(self, conn: sa.Connection, table: sa.Table, mode: str | Updates) -> Target:
+        """Where a load goes; when a row may keep its versions ("history"), the `<table>_versions` table made
+        (or completed) first."""
         columns = [c.name for c in table.columns]
         changed_type = table.c.changed.type.compile(dialect=self.engine.dialect) \
             if "changed" in table.c and self.engine.dialect.name == "postgresql" else ""
-        versions = self._versions(conn, table) if mode == "history" else ()
-        return Target(table.name, columns, mode, versions, changed_type)
+        updates = mode if isinstance(mode, Updates) else Updates(mode)
+        versions = self._versions(conn, table) if updates.widest == "history" else ()
+        return Target(table.name, columns, updates, versions, changed_type)
 
     def _versions(self, conn: sa.Connection, table: sa.Table) -> list[str]:
         """UPDATES = "history": `<table>_versions` holds each row as it was before an update changed it (its

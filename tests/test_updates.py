@@ -159,3 +159,32 @@ def test_a_new_projects_feeds_sharing_entries_stage_each_entry_once(server, proj
     log = project.log()
     assert "flush (once): 4 rows written to items\n" in log and "already stored" not in log
     assert len(project.rows()) == 4
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_history_is_kept_for_the_source_that_asks_for_it_alone(server, project, request, database):
+    """A source's own `updates` is its own: "history" on one source keeps that source's earlier versions,
+    and the other sources' edits update their rows with none kept (UPDATES "update")."""
+    names = ("shop", "news", "blog")
+    for name in names:
+        server.route(f"/{name}.xml", body=rss(numbered_items(1, 1, host=f"{name}.example")))
+    db_url = request.getfixturevalue("pg_url") if database == "postgresql" else "sqlite:///db/items.db"
+    project.write_params(DB_URL=db_url, SOURCES=[{"name": name, "url": server.url(f"/{name}.xml"),
+                                                  **({"updates": "history"} if name == "shop" else {})}
+                                                 for name in names])
+    project.run("--once", check=True)
+    for name in names:
+        server.route(f"/{name}.xml", body=rss([{**numbered_items(1, 1, host=f"{name}.example")[0],
+                                                "title": f"{name} edited"}]))
+    project.run("--once", check=True)
+    query = ("SELECT source, title FROM items ORDER BY source", "SELECT source, title FROM items_versions")
+    if database == "postgresql":
+        import psycopg
+        with psycopg.connect(db_url) as con:
+            items, versions = (con.execute(q).fetchall() for q in query)
+    else:
+        con = sqlite3.connect(project.db_path)
+        items, versions = (con.execute(q).fetchall() for q in query)
+        con.close()
+    assert items == [("blog", "blog edited"), ("news", "news edited"), ("shop", "shop edited")]
+    assert versions == [("shop", "Item 1")]

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol, TextIO, cast
 
 from db.bulk import Loaded
 from db.store import Database
+from db.upsert import Updates
 
 from ..core.errors import RecordRefusedError, StorageError
 from ..core.record import AnyRecord, StagedRecord, record_digest, safe_record
@@ -126,12 +127,12 @@ def print_records(records: Sequence[StagedRecord], out: TextIO, table: str) -> N
 class Sink:
     def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
                  staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None, updates: str = "update",
-                 known: KnownDigests | None = None):
+                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None,
+                 updates: str | Updates = "update", known: KnownDigests | None = None):
         """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
         in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py); `updates`:
-        the table's UPDATES mode at the flush (db/upsert.py); `known`: the feeds' sink's, each source's last poll
-        (parser/pipeline/known.py), saved with the hashes."""
+        the table's UPDATES mode at the flush, or its sources' (db/upsert.py); `known`: the feeds' sink's,
+        each source's last poll (parser/pipeline/known.py), saved with the hashes."""
         self.table = table
         self.updates = updates
         self.columns = ("hash", *columns)
@@ -321,10 +322,11 @@ class SinkSettings(Protocol):
 
 
 def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str = "update",
+              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str | Updates = "update",
               known: KnownDigests | None = None) -> RecordSink:
     """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place.
-    `updates`: the table's UPDATES mode (db/upsert.py); `known`: the feeds' digests, a real run's only."""
+    `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `known`: the feeds' digests, a real
+    run's only."""
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
     kwargs: dict[str, Any] = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
                   csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,

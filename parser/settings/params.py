@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from db.upsert import Updates
+
 from .. import __version__
 from ..core.cpu_pool import default_processes
 from ..core.errors import SettingsError
@@ -151,12 +153,10 @@ class Settings:
     updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
 
     @property
-    def items_updates(self) -> str:
-        """The `items` table's mode at the flush: "history" when UPDATES or any source asks for it (a
-        source's "ignore" stages no update at all, so it needs nothing of the flush)."""
-        if self.updates == "history" or any(s.updates == "history" for s in self.sources):
-            return "history"
-        return "ignore" if self.updates == "ignore" and all(s.updates == "ignore" for s in self.sources) else "update"
+    def items_updates(self) -> Updates:
+        """The `items` table's modes at the flush: UPDATES, and each source's own where it differs (a row's
+        `source` says whose it is): "history" keeps the versions of the sources that ask for it alone."""
+        return Updates(self.updates, tuple((s.name, s.updates) for s in self.sources if s.updates != self.updates))
 
 
 # Settings of seconds: a number, or a time with its unit ("10m", "12h").
