@@ -112,7 +112,8 @@ def test_what_is_no_number(text):
 
 def notice(n: int) -> bytes:
     return (f"<html><body><h1>Notice {n}</h1><p class='on'>Published on {n} March 2024</p>"
-            f"<p class='in'>Tea, pots</p><p class='rev'>rev. {n}</p><p class='at'>2024-03-0{n}</p></body></html>").encode()
+            f"<p class='in'>Tea, pots</p><p class='rev'>rev. {n}</p><p class='at'>2024-03-0{n}</p>"
+            "</body></html>").encode()
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
