@@ -19,11 +19,13 @@ VERSIONS_TABLE = "parser_schema"  # (table_name, version, migrated): each table'
 # 1: 0.5.x (every column TEXT, '' for what an entry lacked, no `changed`/`gone`, no indexes but hash's);
 # 2: typed columns, NULL for what is missing, `changed` (and `gone` on a job's table), the items indexes.
 SCHEMA_VERSION = 2
-# The kind of a column known by name, in any of our tables; any other column is text unless its job
-# declares otherwise (Database.table's `kinds`).
+# The kind of a column known by name: the feeds' record fields, and the columns the parser fills in
+# every table (OWN_KINDS). A job's table knows only these last: its fields are its user's, named as he
+# likes (a `published` that reads "Published on 1 March 2024"), text unless the job declares a type
+# (Database.table's `kinds`).
+OWN_KINDS: Mapping[str, str] = {"fetched": "time", "changed": "time", "gone": "time"}
 KNOWN_KINDS: Mapping[str, str] = {
-    "published": "time", "updated": "time", "fetched": "time", "changed": "time", "gone": "time",
-    "categories": "list", "enclosures": "list",
+    **OWN_KINDS, "published": "time", "updated": "time", "categories": "list", "enclosures": "list",
 }
 
 _TYPES: Mapping[str, sa.types.TypeEngine] = {
@@ -61,13 +63,15 @@ class Shape:
 
 def shape(name: str, columns: Sequence[str], kinds: Mapping[str, str] | None = None) -> Shape:
     """The shape of table `name` holding `columns` (a sink's, hash among them or not); `kinds` per column
-    overrides the known kinds (a job's field declared with a type)."""
+    overrides the known kinds (a job's field declared with a type), which are the feeds' on the feeds'
+    table and the parser's own columns' on any other."""
     wanted = tuple(dict.fromkeys(["hash", *columns, *added_columns(name)]))
     given = dict(kinds or {})
     unknown = {k for k in given.values() if k not in KINDS}
     if unknown:
         raise ValueError(f"unknown column kind {sorted(unknown)[0]!r}: one of {', '.join(KINDS)}")
-    return Shape(name, wanted, {c: given.get(c) or KNOWN_KINDS.get(c, "text") for c in wanted if c != "hash"})
+    known = KNOWN_KINDS if name == FEEDS_TABLE else OWN_KINDS
+    return Shape(name, wanted, {c: given.get(c) or known.get(c, "text") for c in wanted if c != "hash"})
 
 
 def column_type(kind: str) -> sa.types.TypeEngine:

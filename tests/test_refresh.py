@@ -91,6 +91,47 @@ def test_a_page_gone_at_two_visits_in_a_row_marks_its_row_gone_and_keeps_it(serv
     assert server.hits["/item/1"] == 3  # gone is final: not asked again
 
 
+def harvest_shop(server) -> dict:
+    """A shop whose home page lists /item/1 and has an <h1 class='name'> of its own, and a harvest job of it
+    with `refresh` whose objects are /item/N."""
+    server.route("/", content_type="text/html", body=b"<html><body><h1 class='name'>Acme Shop</h1>"
+                                                    b"<a href='/item/1'>teapot</a></body></html>")
+    return {"name": "shop", "harvest": {"root": server.url("/")}, "objects": r"/item/\d+$", "refresh": "1s",
+            "fields": {"name": "css:h1.name::text", "price": {"select": "css:p.price::text", "type": "number"}}}
+
+
+def test_a_product_redirected_to_the_home_page_keeps_its_row_and_is_marked_gone(server, project):
+    route = server.route("/item/1", body=product("5.00"), content_type="text/html")
+    project.write_params(LINK_JOBS=[harvest_shop(server)], FLUSH_INTERVAL=1)
+    proc = project.start()
+    try:
+        wait_for(lambda: the_row(project) is not None, "the first visit's row")
+        route.status, route.body, route.headers = 301, b"", {"Location": "/"}  # the shop dropped the product
+        wait_for(lambda: the_row(project)["gone"] is not None, "the row marked gone", timeout=30)
+        hits = server.hits["/item/1"]
+    finally:
+        stop(proc)
+    row = the_row(project)
+    assert (row["name"], row["price"], row["changed"]) == ("Teapot", 5.0, None)  # the home page is not the object
+    assert hits == 3  # the first visit, and two redirects in a row
+    errors = project.log("errors.log")
+    said = f"redirected to {server.url('/')}, which the job's objects pattern does not match"
+    assert errors.count(said) == 2, errors
+    assert "gone at two visits in a row" in errors
+
+
+def test_a_link_redirected_to_the_home_page_at_its_first_visit_stores_nothing(server, project):
+    server.route("/item/1", status=302, headers={"Location": "/"})
+    project.write_params(LINK_JOBS=[harvest_shop(server)])
+    proc = project.run("--once")
+    assert proc.returncode == 0, proc.stderr
+    assert project.rows("shop") == []  # not a row "Acme Shop" with no price
+    said = f"redirected to {server.url('/')}, which the job's objects pattern does not match"
+    assert said in project.log("errors.log")
+    tried = project.run("try", "shop", server.url("/item/1"))  # `try` says so too, as pass 2 would
+    assert tried.returncode == 1 and said in tried.stderr, (tried.stdout, tried.stderr)
+
+
 def test_a_single_404_between_visits_does_not_mark_the_row_gone(tmp_path):
     clock = [1000.0]
     links = LinkFile(tmp_path, "shop", clock=lambda: clock[0], refresh=10)

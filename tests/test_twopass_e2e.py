@@ -163,6 +163,48 @@ def test_settings_errors_name_the_job_and_the_key(server, project):
     assert not project.staging.exists()
 
 
+@pytest.mark.parametrize(("names", "said"), [
+    (["items_versions"], "LINK_JOBS[0] ('items_versions'): name 'items_versions' is the feeds' earlier versions"),
+    (["parser_links"], "LINK_JOBS[0] ('parser_links'): name 'parser_links': names starting with 'parser_' are "
+                       "the parser's own tables"),
+    (["parser_schema"], "LINK_JOBS[0] ('parser_schema'): name 'parser_schema': names starting with 'parser_' "
+                        "are the parser's own tables"),
+    (["shop", "shop_versions"], "LINK_JOBS[1] ('shop_versions'): name 'shop_versions' is the table of job "
+                                "'shop''s earlier versions"),
+    (["shop_versions", "shop"], "LINK_JOBS[0] ('shop_versions'): name 'shop_versions' is the table of job "
+                                "'shop''s earlier versions"),
+])
+def test_a_job_named_as_one_of_the_parsers_tables_is_refused_at_check_and_start(server, project, names, said):
+    project.write_params(LINK_JOBS=[template_job(server, name=name, values=[1]) for name in names])
+    for command in (("check",), ("--once",)):
+        proc = project.run(*command)
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        assert said in proc.stderr, proc.stderr
+    assert not project.db_path.exists() and not project.staging.exists()
+
+
+@pytest.mark.parametrize("field", ["version", "replaced"])
+@pytest.mark.parametrize("setting", ["job", "UPDATES"])
+def test_a_history_job_with_a_field_named_as_a_versions_column_is_refused_naming_both(server, project, field,
+                                                                                       setting):
+    job = template_job(server, name="shop", values=[1])
+    job["fields"] = {**job["fields"], field: "css:p.v::text"}
+    if setting == "job":
+        project.write_params(LINK_JOBS=[{**job, "updates": "history"}])
+        said = 'updates "history"'
+    else:
+        project.write_params(LINK_JOBS=[job], UPDATES="history")
+        said = 'UPDATES = "history"'
+    for command in (("check",), ("--once",)):
+        proc = project.run(*command)
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        assert f"LINK_JOBS[0] ('shop'): fields: {field!r} is a column of shop_versions, the table of earlier " \
+               f"versions {said} keeps" in proc.stderr, proc.stderr
+    assert not project.db_path.exists() and not project.staging.exists()
+    project.write_params(LINK_JOBS=[job])  # updated in place, no versions table: the field is the job's own
+    assert project.run("check").returncode == 0
+
+
 def test_a_killed_pass_2_resumes_without_losing_or_refetching_finished_links(server, project):
     count, workers = 40, 2
     shop = Shop(server, items_per_list=count, lists=1, item_delay=0.05)

@@ -108,3 +108,40 @@ def test_the_numbers_a_price_field_reads(text, number):
 def test_what_is_no_number(text):
     with pytest.raises(NotConvertedError):
         read_number(text)
+
+
+def notice(n: int) -> bytes:
+    return (f"<html><body><h1>Notice {n}</h1><p class='on'>Published on {n} March 2024</p>"
+            f"<p class='in'>Tea, pots</p><p class='rev'>rev. {n}</p><p class='at'>2024-03-0{n}</p>"
+            "</body></html>").encode()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_jobs_fields_named_like_the_feeds_typed_columns_are_text_unless_the_job_types_them(
+        server, project, database, request):
+    """`published`, `updated`, `categories` and `enclosures` are times and lists in the feeds' table; in a
+    job's table they are the job's own fields, text unless the job says a type (`updated` here)."""
+    for n in (1, 2, 3):
+        server.route(f"/notice/{n}", content_type="text/html", body=notice(n))
+    fields = {"title": "css:h1::text", "published": "css:p.on::text", "categories": "css:p.in::text",
+              "enclosures": "css:p.rev::text", "updated": {"select": "css:p.at::text", "type": "date"}}
+    job = {"name": "notices", "template": server.url("/notice/{n}"), "values": {"n": [1, 2, 3]}, "fields": fields}
+    pg = request.getfixturevalue("pg_url") if database == "postgresql" else None
+    db_url = pg.replace("postgresql://", "postgresql+psycopg://") if pg else "sqlite:///db/items.db"
+    project.write_params(LINK_JOBS=[job], DB_URL=db_url)
+    project.run("--once", check=True)
+    query = "SELECT url, published, categories, enclosures, updated FROM notices ORDER BY url"
+    if pg:
+        import psycopg
+        with psycopg.connect(pg) as con:
+            rows = [(url, *rest) for url, *rest in con.execute(query).fetchall()]
+    else:
+        con = sqlite3.connect(project.db_path)
+        try:
+            rows = con.execute(query).fetchall()
+        finally:
+            con.close()
+    updated = [datetime(2024, 3, n, tzinfo=UTC) if pg else f"2024-03-0{n}T00:00:00Z" for n in (1, 2, 3)]
+    assert rows == [(server.url(f"/notice/{n}"), f"Published on {n} March 2024", "Tea, pots", f"rev. {n}",
+                     updated[n - 1]) for n in (1, 2, 3)]
+    assert "set aside" not in project.log("errors.log")

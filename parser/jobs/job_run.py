@@ -29,7 +29,7 @@ class ObjectOutcome:
     unmatched: bool = False  # a page where no field matched: a miss, asked again like a 5xx
     revisit: Revisit | None = None  # a done link fetched again (`refresh`): what its last visit kept
     same: bool = False  # a revisit found it unchanged (304, or the same fields): not staged
-    missed: bool = False  # a revisit was answered 404/410
+    missed: bool = False  # a revisit was answered 404/410, or redirected off a harvest's object pages
     etag: str = ""  # the response's validators and the fields' digest, kept with the link
     modified: str = ""
     digest: str = ""

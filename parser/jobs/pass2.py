@@ -7,14 +7,16 @@ objects wait for a worker), also while a harvest appends to it; a held host's li
 With the job's `refresh`, a done link due again (linkgen/linkfile.py) is fetched with its ETag and
 Last-Modified: a 304, or a page whose fields have the digest of the last visit, is unchanged (it waits
 twice as long next time, up to 8 times); a changed one is staged as an update of its row (the flush
-changes the row and sets `changed`, db/upsert.py) and waits `refresh` again; a 404/410 at two visits in a
-row marks its row gone (parser/jobs/job_sink.py); any other failure leaves it done, asked after its wait.
+changes the row and sets `changed`, db/upsert.py) and waits `refresh` again; a 404/410 (or a harvest's
+link redirected off its object pages) at two visits in a row marks its row gone (parser/jobs/job_sink.py);
+any other failure leaves it done, asked after its wait.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
+import re
 import time
 from collections import Counter
 from functools import partial
@@ -30,6 +32,7 @@ from ..adapters.field_types import typed_values
 from ..core import logs
 from ..core.errors import FetchError, ParseError
 from ..core.record import now_iso
+from ..core.urls import canonical_url, redact_url
 from ..fetch.host_slots import HostSlots
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.pages import parse_html
@@ -49,17 +52,27 @@ SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least th
 REVISITED = ("revisited", "same", "missed", "kept")  # the marks of a done link fetched again
 
 
+class NoObjectPageError(FetchError):
+    """A harvest job's link redirected to an address its `objects` pattern does not match (a product gone,
+    sent to the home page): that page is not the object, so it is no more stored than a 404's page is."""
+
+
 def fetch_object_page(job: LinkJob, url: str, *, fetcher: Fetcher, host_slots: HostSlots, robots: Robots,
                       revisit: Revisit | None = None) -> tuple[FetchResult, HtmlElement | None]:
     """One object page of `job` as pass 2 asks for it (and `try JOB URL`): the job's delay for its host, a
     harvest's robots.txt and allowed domains for redirects; its document tree, None for a 304 (a `revisit`
-    asks conditionally). FetchError (HostHeldError: nothing sent, the host is held), ParseError when it
-    is no HTML page."""
+    asks conditionally). FetchError (HostHeldError: nothing sent, the host is held; NoObjectPageError: a
+    harvest's link redirected off its object pages), ParseError when it is no HTML page."""
     harvest = job.harvest
     response = polite_get(url, fetcher=fetcher, host_slots=host_slots, delay=job.delay,
                           robots=robots if harvest else None,
                           may_follow=(lambda target: in_domains(target, harvest.allowed_domains)) if harvest else None,
                           etag=revisit.etag if revisit else None, last_modified=revisit.modified if revisit else None)
+    # The final address is judged, not each hop: http to https, or an old address to the object's new one,
+    # may pass through another page on the way.
+    if harvest and response.url != url and not re.search(harvest.objects, canonical_url(response.url)):
+        raise NoObjectPageError(f"redirected to {redact_url(response.url)}, which the job's objects pattern does "
+                                "not match: not the object's page", status=response.status, permanent=True)
     if response.not_modified:
         return response, None
     return response, parse_html(response.body, content_type=response.headers.get("content-type", ""))
@@ -235,7 +248,8 @@ class Pass2:
             refused = exc.retry_after is not None
             return ObjectOutcome(url=url, index=index, error=str(exc), final=exc.permanent, refused=refused,
                                  abandoned=self.ctx.stop.is_set() and not refused, revisit=revisit,
-                                 missed=revisit is not None and exc.status in (404, 410))
+                                 missed=revisit is not None and (exc.status in (404, 410)
+                                                                 or isinstance(exc, NoObjectPageError)))
         except ParseError as exc:
             return ObjectOutcome(url=url, index=index, error=str(exc), revisit=revisit)
         if doc is None:  # 304: unchanged since the last visit

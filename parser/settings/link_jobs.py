@@ -28,10 +28,15 @@ FIELD_KEYS = ("select", "type")  # a field given as a dict: {"select": selector,
 HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "objects")
 # `changed` and `gone` the parser fills itself (db/schema.py's added_columns).
 RESERVED_COLUMNS = ("id", "hash", "url", "fetched", "changed", "gone")
+# With updates "history", `<job>_versions` holds a row's earlier versions: its columns and these two
+# (db/store.py's _versions), which a field of the same name would collide with.
+VERSIONS_COLUMNS = ("version", "replaced")
 # A job's name is its table's: these tables are the parser's own (the feeds' entries, the `sources`
-# table, each table's schema version).
+# table, the feeds' earlier versions), and every `parser_` table (each table's schema version, the
+# group's coordination tables of SHARED = True).
 RESERVED_TABLES = {"items": "the feeds' table", "sources": "the sources' table (a row per source, for joins)",
-                   "parser_schema": "the parser's table of table versions"}
+                   "items_versions": "the feeds' earlier versions (UPDATES = \"history\")"}
+RESERVED_PREFIX = "parser_"
 MAX_TEMPLATE_LINKS = 10_000_000
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
@@ -66,29 +71,44 @@ class LinkJob:
         return {name: KIND_OF[kind] for name, kind in self.types.items()}
 
 
-def check_link_jobs(raw: Any, problems: Problems) -> list[LinkJob]:
+def check_link_jobs(raw: Any, problems: Problems, updates: Any = "update") -> list[LinkJob]:
+    """The jobs of LINK_JOBS; `updates` is the UPDATES setting, the mode of a job without its own."""
     if not isinstance(raw, (list, tuple)):
         problems.add("LINK_JOBS", f"must be a list of dicts, got {type(raw).__name__}")
         return []
     jobs: list[LinkJob] = []
     seen: set[str] = set()
+    wheres: dict[str, str] = {}
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             problems.add(f"LINK_JOBS[{i}]", f"must be a dict, got {type(item).__name__}")
             continue
         name = item.get("name")
         where = f"LINK_JOBS[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
-        job = _check_job(item, where, problems)  # None when the job has a problem
+        job = _check_job(item, where, problems, updates)  # None when the job has a problem
         if isinstance(name, str) and name in seen:
             problems.add(where, f"duplicate job name {name!r}")
         if isinstance(name, str):  # a list as a name is reported above; it cannot go in a set
             seen.add(name)
+            wheres.setdefault(name, where)
         if job is not None:
             jobs.append(job)
+    _versions_names(wheres, problems)
     return jobs
 
 
-def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJob | None:
+def _versions_names(wheres: Mapping[str, str], problems: Problems) -> None:
+    """A job named `<other job>_versions` is refused: that is the other job's table of earlier versions
+    once its updates are "history" (now or after an edit of params.py)."""
+    for name, where in wheres.items():
+        base = name.removesuffix("_versions")
+        if base != name and base in wheres:
+            problems.add(where, f"name {name!r} is the table of job {base!r}'s earlier versions "
+                                "(updates \"history\"); choose another")
+
+
+def _check_job(item: Mapping[str, Any], where: str, problems: Problems,
+               default_updates: Any) -> LinkJob | None:
     _unknown_keys(item, JOB_KEYS, "", where, problems)
     v = {**JOB_DEFAULTS, **item}
     v["interval"], v["delay"] = as_seconds(v["interval"]), as_seconds(v["delay"])  # "1d" as well as 86400
@@ -98,6 +118,9 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJ
                             f"or _, at most 63 characters; got {name!r}")
     elif name in RESERVED_TABLES:
         problems.add(where, f"name {name!r} is {RESERVED_TABLES[name]}; choose another")
+    elif name.startswith(RESERVED_PREFIX):
+        problems.add(where, f"name {name!r}: names starting with {RESERVED_PREFIX!r} are the parser's own "
+                            "tables (table versions, the group's coordination); choose another")
     if not isinstance(v["enabled"], bool):
         problems.add(where, f"enabled must be True or False, got {v['enabled']!r}")
     for key, what in (("interval", seconds_problem(v["interval"])), ("delay", seconds_problem(v["delay"], zero=True))):
@@ -109,6 +132,11 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems) -> LinkJ
     updates = item.get("updates")
     if "updates" in item and updates not in UPDATE_MODES:
         problems.add(where, f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
+    if (updates if "updates" in item else default_updates) == "history":
+        said = "updates \"history\"" if "updates" in item else "UPDATES = \"history\""
+        for column in (c for c in fields if c in VERSIONS_COLUMNS):
+            problems.add(where, f"fields: {column!r} is a column of {name}_versions, the table of earlier "
+                                f"versions {said} keeps; choose another column name")
     unique = v["unique_fields"]
     allowed = ("url", "fetched", *fields)
     if not (isinstance(unique, (list, tuple)) and unique and all(f in allowed for f in unique)):

@@ -334,7 +334,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
     sources = feeds.first_of_each(sources, lambda source: f"SOURCES ({source.name!r})")
     sources += _opml_sources(v, base, sources, problems, feeds)
     check_push_paths(sources, problems)
-    link_jobs = check_link_jobs(v["LINK_JOBS"], problems)
+    link_jobs = check_link_jobs(v["LINK_JOBS"], problems, v["UPDATES"])
     status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     _check_shared(v, problems)
     problems.raise_if_any()
