@@ -27,6 +27,7 @@ from .core.errors import StorageError
 from .core.jsonfile import read_object, write_whole
 from .core.lock import FolderLock
 from .core.runinfo import RunInfo, daemon_status_path
+from .core.runs import RunLog
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .fetch.http import Fetcher
@@ -85,7 +86,8 @@ class Daemon:
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/core/runinfo.py), `reset`/`poll` requests, and the status page
         # (parser/operate/statuspage.py), which reads files and the flushes' health only.
-        self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path))
+        self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path),
+                                runs=RunLog(self.parts.daemon_name()))
         self.flushes = FlushRecord(self.run_info, self.wall)
         self._operator: OperatorRequests | None = None
         self.status_page: StatusPage | None = None
@@ -169,7 +171,8 @@ class Daemon:
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
             jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
                              clock=self.clock, once=self.options.once, links_only=self.options.links_only,
-                             dry_run=dry_run, out=self.out, job_files=self.parts.job_files, shared=self.parts.shared)
+                             dry_run=dry_run, out=self.out, job_files=self.parts.job_files, shared=self.parts.shared,
+                             runs=self.run_info.runs)
             jobs.open()
             self.techniques.add(jobs)
         if self.db is None:  # --dry-run
@@ -320,7 +323,7 @@ class Daemon:
         self.techniques.take_pushed()
         flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
                               feeds_idle=not (self.feeds.sources or self.feeds.listened),  # --job alone: no feeds' line
-                              sources=self.sources_table)
+                              sources=self.sources_table, runs=self.run_info.runs)
         self.flushes.record(why, flushed, time.monotonic() - started)
         self._save_state(force=True)  # every flush writes the states it waited to write
         return flushed.ok

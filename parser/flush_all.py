@@ -9,6 +9,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from db import runs_table
 from db.sources_table import NAME as SOURCES_TABLE
 from db.sources_table import SourcesTable
 from db.store import Database
@@ -18,6 +21,7 @@ from .core import logs
 from .core.dates import iso
 from .core.errors import SchemaRefusedError, StorageError
 from .core.runinfo import Health, RunInfo
+from .core.runs import RunLog
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .pipeline.sink import RecordSink
@@ -37,10 +41,11 @@ class Flushed:
 
 
 def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_url: str,
-                feeds_idle: bool = False, sources: SourcesWriter | None = None) -> Flushed:
+                feeds_idle: bool = False, sources: SourcesWriter | None = None, runs: RunLog | None = None) -> Flushed:
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
-    with nothing to write says nothing. Then the `sources` table (`sources`), after the records."""
+    with nothing to write says nothing. Then the `sources` table (`sources`) and the `runs` table (the
+    polls and passes since the last flush), after the records."""
     written = updated = already = 0
     errors: list[str] = []
     for sink in sinks:
@@ -70,6 +75,15 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
             logs.error_line("flush", redact_url(db_url), str(exc))
             log.info("flush (%s) of table %s failed: %s", why, SOURCES_TABLE, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(f"{SOURCES_TABLE}: {exc}")
+    if runs is not None and db is not None:
+        taken = runs.take()
+        try:
+            runs_table.write(db, taken)
+        except StorageError as exc:
+            runs.give_back(taken)
+            logs.error_line("flush", redact_url(db_url), str(exc))
+            log.info("flush (%s) of table %s failed: %s", why, runs_table.NAME, exc, extra=logs.ALSO_IN_ERRORS)
+            errors.append(f"{runs_table.NAME}: {exc}")
     return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None)
 
 
@@ -77,6 +91,11 @@ def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
     """At start, before the first flush: each sink's table made, or brought from an older version's shape
     to this one's (db/migrate.py). A refusal stops the start (SchemaRefusedError: exit 2, saying what to
     do); a database away or locked is said, and the flush tries again."""
+    try:
+        with db.engine.begin() as conn:
+            runs_table.create(conn)
+    except SQLAlchemyError as exc:  # said; its rows wait in memory, and the next start tries again
+        log.warning("table %s not made: %s", runs_table.NAME, str(getattr(exc, "orig", None) or exc).strip()[:300])
     for sink in sinks:
         try:
             db.table(sink.table, sink.columns, getattr(sink, "kinds", None))  # a job's typed fields (JobSink)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import signal
 import subprocess
 import time
@@ -99,6 +100,10 @@ def test_each_source_polled_once_per_interval_across_the_group_and_each_item_sto
     assert stored_links(pg_url) == expected_links(sources, 5)
     busy = [p for p in projects if " new " in p.log()]
     assert len(busy) >= 2, "the polls were not shared: one daemon did them all"
+    # The runs table names the daemon of each poll: as many as polled, each "host:pid".
+    with psycopg.connect(pg_url) as conn:
+        named = {row[0] for row in conn.execute("select distinct daemon from runs")}
+    assert len(named) == len(busy) and all(re.fullmatch(r".+:\d+", name or "") for name in named), named
 
 
 @pytest.mark.postgres

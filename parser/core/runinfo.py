@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .jsonfile import read_object, write_whole
+from .runs import RunLog
 
 FLUSHES_KEPT = 200
 COUNTERS = ("polls", "errors", "new", "duplicates", "not_modified", "fetch_bytes", "flushes",
@@ -33,6 +34,8 @@ class RunInfo:
     last_flush: dict | None = None
     flushes: list[list] = field(default_factory=list)  # [at, rows, seconds, ok], oldest first
     totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    # The polls and job passes since the last flush, for the `runs` table (core/runs.py): not in daemon.json.
+    runs: RunLog = field(default_factory=RunLog, repr=False, compare=False)
 
     def add(self, **amounts: float) -> None:
         for name, amount in amounts.items():
@@ -50,7 +53,13 @@ class RunInfo:
 
     def save(self, path: Path, now_iso: str) -> None:
         self.updated = now_iso
-        write_whole(path, asdict(self), indent=1)
+        runs, self.runs = self.runs, RunLog()  # asdict copies every field: not the runs waiting for the flush
+        try:
+            saved = asdict(self)
+        finally:
+            self.runs = runs
+        del saved["runs"]
+        write_whole(path, saved, indent=1)
 
 
 def load_run_info(path: Path) -> dict | None:

@@ -16,6 +16,7 @@ from ..core import logs
 from ..core.dates import iso
 from ..core.errors import FetchError
 from ..core.runinfo import RunInfo
+from ..core.runs import Run
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
@@ -75,12 +76,31 @@ def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[s
                        seconds=round(outcome.seconds, 3))
 
 
+def run_row(outcome: PollOutcome, staged: Staged | None, now: float) -> Run:
+    """The poll as a row of the `runs` table (core/runs.py)."""
+    started = iso(now - outcome.seconds)
+    seconds = round(outcome.seconds, 3)
+    name = outcome.source.name
+    if outcome.error is not None:
+        status = outcome.fetch_error.status if outcome.fetch_error is not None else None
+        return Run(name, started, seconds, "error", status=status, error=outcome.error)
+    result = outcome.answer
+    if result.not_modified or staged is None:
+        return Run(name, started, seconds, "not modified", status=result.status)
+    parsed = outcome.parsed_body  # the entries read, those left unread as seen at the last poll, those blocked
+    entries = len(parsed.records) + len(parsed.known) + outcome.blocked
+    new, changed = len(staged.new), staged.changed
+    return Run(name, started, seconds, "new" if new or changed else "unchanged", status=result.status,
+               entries=entries, new=new, changed=changed)
+
+
 class OutcomeTaker:
     def __init__(self, sink: RecordSink, run_info: RunInfo, *, dead_after: int):
         """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
         (DEAD_AFTER) changes with a SIGHUP."""
         self.sink, self.dead_after = sink, dead_after
         self.stats = PollStats(run_info)  # every count of a poll goes through it
+        self.runs = run_info.runs  # a row per poll for the `runs` table, written by the next flush
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
         # source -> what its feed last said of itself this run, for the `sources` table (parser/flush_all.py)
         self.feed_info: dict[str, FeedInfo] = {}
@@ -89,6 +109,8 @@ class OutcomeTaker:
         """One source's outcome into its state, counters and log lines; its records (`staged`) are
         staged already. Returns whether the poll succeeded."""
         source = outcome.source
+        if not isinstance(outcome.fetch_error, HostHeldError):  # a poll held back was not made
+            self.runs.add(run_row(outcome, staged, now))
         if outcome.error is not None:
             self._take_failure(outcome, outcome.error, state, now)
             return False

@@ -8,6 +8,8 @@ A dry run is never the group's: it opens its own files, in memory.
 """
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -43,6 +45,9 @@ class Parts(Protocol):
     def subscriber(self) -> Subscriber | None:
         """None: WebSub itself."""
 
+    def daemon_name(self) -> str | None:
+        """What the `runs` table calls this daemon: None alone, its host and pid in a group."""
+
 
 class Alone:
     """One daemon, its states in state.json and its budgets in memory."""
@@ -68,6 +73,9 @@ class Alone:
     def subscriber(self) -> Subscriber | None:
         return None
 
+    def daemon_name(self) -> str | None:
+        return None
+
 
 class InGroup(Alone):
     """One of the daemons sharing SHARED_DB_URL's database: its schedule, budgets, host slots, pushes and
@@ -79,6 +87,9 @@ class InGroup(Alone):
         super().__init__(settings)
         from .shared_jobs import SharedJobFiles  # imported on first use: SHARED only (psycopg)
         self.job_files = SharedJobFiles
+
+    def daemon_name(self) -> str | None:
+        return f"{socket.gethostname()}:{os.getpid()}"
 
     def host_slots(self, alone: HostSlots, stop: threading.Event) -> HostSlots:
         from .shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)

@@ -16,6 +16,7 @@ from linkgen.politeness import Robots
 
 from ..core import logs
 from ..core.dates import iso
+from ..core.runs import RunLog
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostSlots, host_key
 from ..fetch.http import Fetcher
@@ -44,7 +45,7 @@ class JobContext:
 
     def __init__(self, settings: Settings, *, fetcher: Fetcher, scheduler: Scheduler, stop,
                  clock: Callable[[], float], once: bool, links_only: bool, max_objects: int | None,
-                 progress: TextIO | None, shared: bool = False):
+                 progress: TextIO | None, shared: bool = False, runs: RunLog | None = None):
         self.settings = settings
         self.fetcher = fetcher
         self.scheduler = scheduler
@@ -57,6 +58,7 @@ class JobContext:
         self.max_objects = max_objects
         self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
         self.shared = shared  # SHARED = True: the group's links and hosts (parser/group/shared_jobs.py)
+        self.runs = runs if runs is not None else RunLog()  # each pass 2's row of the `runs` table
         # The fetcher's own host slots (the group's with SHARED): a hold a feed poll received holds
         # the jobs' requests to that host too, and the reverse.
         self.host_slots: HostSlots = fetcher.slots

@@ -30,8 +30,10 @@ from linkgen.politeness import HostHeldError, Robots, polite_get
 from ..adapters.extract import extract_fields
 from ..adapters.field_types import typed_values
 from ..core import logs
+from ..core.dates import iso
 from ..core.errors import FetchError, ParseError
 from ..core.record import now_iso
+from ..core.runs import Run
 from ..core.urls import canonical_url, redact_url
 from ..fetch.host_slots import HostSlots
 from ..fetch.http import Fetcher, FetchResult
@@ -82,6 +84,22 @@ def fields_digest(values: dict[str, str]) -> str:
     """What a revisit compares to tell a changed object from an unchanged one: its fields, not its page
     (an advert or a clock on the page is no change of the object)."""
     return hashlib.blake2b(json.dumps(values, sort_keys=True, ensure_ascii=False).encode(), digest_size=8).hexdigest()
+
+
+def pass_row(job: str, tally: Counter[str], tried: int, failed: int, seconds: float) -> Run:
+    """A pass 2 (the objects fetched since the last summary) as a row of the `runs` table (core/runs.py):
+    "error" when every link it fetched failed."""
+    new, changed = tally["new"], tally["changed"]
+    visits = tried + tally["revisited"]
+    if new or changed:
+        outcome = "new"
+    elif visits and failed + tally["kept"] >= visits:
+        outcome = "error"
+    else:
+        outcome = "unchanged"
+    failures = failed + tally["kept"]
+    return Run(job, iso(time.time() - seconds), round(seconds, 3), outcome, entries=visits, new=new, changed=changed,
+               error=f"{failures} of {visits} links failed (errors.log names each)" if failures else None)
 
 
 class Pass2:
@@ -231,6 +249,7 @@ class Pass2:
                      + (f", {tally['unmatched']} where no field matched" if tally["unmatched"] else ""), revisited,
                      empties or "none", counts["pending"], seconds, extra=fields)
         failed = tried - tally["done"]
+        self.ctx.runs.add(pass_row(job.name, tally, tried, failed, seconds))
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                             + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()

@@ -31,6 +31,7 @@ from typing import TextIO
 
 from linkgen.frontier import HostFrontier
 
+from ..core.runs import RunLog
 from ..fetch.http import Fetcher
 from ..fetch.scheduler import Scheduler
 from ..pipeline.sink import RecordSink
@@ -51,11 +52,12 @@ class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
                  stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
                  progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None,
-                 job_files: type[JobFiles] = JobFiles, shared: bool = False):
+                 job_files: type[JobFiles] = JobFiles, shared: bool = False, runs: RunLog | None = None):
         """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/jobs/job_files.py),
         at most DRY_RUN_LINKS objects a job; the passes themselves do not know. job_files: the class a
         job's files open with; with SHARED the group's (parser/group/shared_jobs.py, a floor above this one:
-        chosen by the daemon, passed in); `shared`: that the links are the group's."""
+        chosen by the daemon, passed in); `shared`: that the links are the group's; `runs`: where each pass 2's
+        row of the `runs` table goes (the daemon's RunInfo.runs)."""
         self.settings = settings
         self.open_files = job_files
         self.jobs = jobs
@@ -63,7 +65,7 @@ class JobRunner:
         self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
                               once=once or dry_run, links_only=links_only,
                               max_objects=DRY_RUN_LINKS if dry_run else None, progress=progress,
-                              shared=shared)
+                              shared=shared, runs=runs)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
