@@ -165,6 +165,7 @@ def test_settings_errors_name_the_job_and_the_key(server, project):
 
 @pytest.mark.parametrize(("names", "said"), [
     (["items_versions"], "LINK_JOBS[0] ('items_versions'): name 'items_versions' is the feeds' earlier versions"),
+    (["runs"], "LINK_JOBS[0] ('runs'): name 'runs' is the runs' table"),
     (["parser_links"], "LINK_JOBS[0] ('parser_links'): name 'parser_links': names starting with 'parser_' are "
                        "the parser's own tables"),
     (["parser_schema"], "LINK_JOBS[0] ('parser_schema'): name 'parser_schema': names starting with 'parser_' "

@@ -35,7 +35,8 @@ VERSIONS_COLUMNS = ("version", "replaced")
 # table, the feeds' earlier versions), and every `parser_` table (each table's schema version, the
 # group's coordination tables of SHARED = True).
 RESERVED_TABLES = {"items": "the feeds' table", "sources": "the sources' table (a row per source, for joins)",
-                   "items_versions": "the feeds' earlier versions (UPDATES = \"history\")"}
+                   "items_versions": "the feeds' earlier versions (UPDATES = \"history\")",
+                   "runs": "the runs' table (a row per poll and per job pass)"}
 RESERVED_PREFIX = "parser_"
 MAX_TEMPLATE_LINKS = 10_000_000
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
