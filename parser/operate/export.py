@@ -1,6 +1,7 @@
 """`parser-daemon export`: a table's rows out again, as JSON lines, CSV or Atom, for other tools and cron.
 
-The rows are read by id in chunks of CHUNK_ROWS, each its own short read, and written as they come:
+The rows are read in the order of the table's key (`id`; `version` in a `_versions` table, where an id
+repeats) in chunks of CHUNK_ROWS, each its own short read, and written as they come:
 memory stays flat however many rows there are, and the export never holds a SQLite database for longer
 than a chunk's read (a SQLite writer waits for every reader before it commits, so one long read would
 make a running daemon's flush give up at DB_TIMEOUT). The columns are read from the table itself, so items, a
@@ -26,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import sources_table
-from db.schema import KNOWN_KINDS
+from db.schema import KNOWN_KINDS, VERSIONS_TABLE
 from db.store import DEFAULT_TIMEOUT, connect_args
 
 from ..core.dates import format_utc
@@ -145,6 +146,7 @@ class _Plan:
     columns: tuple[str, ...]
     convert: tuple[Callable[[Any], Any], ...]  # per column: the stored value -> the typed value
     where: tuple[sa.ColumnElement, ...]
+    key: str | None  # the column the rows are paged by, unique and an integer; None: one read
 
 
 def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> _Plan:
@@ -154,9 +156,10 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
             inspector = sa.inspect(conn)
             names = inspector.get_table_names()
             if request.table not in names:
-                there = ", ".join(sorted(names)) or "none: nothing is stored yet"
+                there = ", ".join(sorted(n for n in names if _users(n))) or "none: nothing is stored yet"
                 raise ValueError(f"--table {request.table!r}: no such table in the database (tables: {there})")
             reflected = inspector.get_columns(request.table)
+            primary = inspector.get_pk_constraint(request.table).get("constrained_columns") or []
     except SQLAlchemyError as exc:
         raise StorageError(f"database unreachable: {_short(exc)}") from None
     types = {c["name"]: c["type"] for c in reflected}
@@ -172,7 +175,14 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
     lists_as_text = request.format == "csv"
     by_name = sources_table.COLUMNS if request.table == sources_table.NAME else KNOWN_KINDS
     convert = tuple(_converter(kind, by_name.get(name, "text"), lists_as_text) for name, kind in types.items())
-    return _Plan(table, tuple(types), convert, tuple(where))
+    key = primary[0] if len(primary) == 1 and isinstance(types[primary[0]], sa.Integer) else None
+    return _Plan(table, tuple(types), convert, tuple(where), key)
+
+
+def _users(table: str) -> bool:
+    """A table a user's data lives in: not one of the parser's own (table versions, the coordination of
+    SHARED daemons), which are all named parser_*."""
+    return table != VERSIONS_TABLE and not table.startswith("parser_")
 
 
 def _since_clause(table: sa.TableClause, types: dict, since: datetime, name: str) -> sa.ColumnElement:
@@ -191,16 +201,18 @@ def _since_clause(table: sa.TableClause, types: dict, since: datetime, name: str
 
 
 def _rows(engine: sa.Engine, plan: _Plan) -> Generator[dict[str, Any], None, None]:
-    """The rows in id order, CHUNK_ROWS a read, each read a connection of its own (see the docstring)."""
+    """The rows in key order, CHUNK_ROWS a read, each read a connection of its own (see the docstring).
+    Paged by the primary key, never by `id` alone: a `_versions` table holds an id once per version, and
+    `id > last` would skip the versions of a chunk's last id that fell into the next chunk."""
     pairs = tuple(zip(plan.columns, plan.convert, strict=True))
-    if "id" not in plan.columns:  # the sources table (a row a source: small), or a user's own: one read
+    if plan.key is None:  # the sources table (a row a source: small), or a user's own: one read
         with engine.connect() as conn:
             query = sa.select(*plan.table.c).where(*plan.where)
             for stored in conn.execution_options(stream_results=True, yield_per=CHUNK_ROWS).execute(query):
                 yield {name: convert(value) for (name, convert), value in zip(pairs, stored, strict=True)}
         return
-    key = plan.table.c.id
-    key_at = plan.columns.index("id")
+    key = plan.table.c[plan.key]
+    key_at = plan.columns.index(plan.key)
     last = None
     while True:
         query = sa.select(*plan.table.c).where(*plan.where)
