@@ -411,3 +411,35 @@ def test_unknown_table_lists_only_the_tables_of_a_users_data(project):
     proc = project.run("export", "--table", "nosuch")
     assert proc.returncode == 2 and proc.stdout == ""
     assert "(tables: items, items_versions, shop)" in proc.stderr, proc.stderr
+
+
+def late_flush(url: str, polled: str) -> None:
+    """What a flush after an export run brings, polled before that run: a new entry (d4) and an edit of b2."""
+    engine = sa.create_engine(url)
+    pg = engine.dialect.name == "postgresql"
+    when = _time(polled) if pg else polled
+    items = sa.Table("items", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        conn.execute(items.insert(), [{"hash": "d4", "source": "news", "title": "Late", "fetched": when}])
+        conn.execute(items.update().where(items.c.hash == "b2").values(title="Edited", changed=when))
+    engine.dispose()
+
+
+def test_a_chain_of_runs_by_cursor_writes_every_row_stored_between_them(project, pg_url, tmp_path):
+    # A row polled before a run and stored after it: a chain `--since <the previous run's start>` never
+    # writes it (its fetched, or changed, is the poll's time, before that start). Before: no --cursor.
+    for url in (sqlite_project(project), pg_url):
+        make_items(url)
+        project.write_params(DB_URL=url)
+        cursor = tmp_path / f"{url.split(':')[0]}.cursor"
+        assert [r["hash"] for r in jsonl(project.run("export", "--cursor", str(cursor)))] == ["a1", "b2", "c3"]
+        start = datetime.now(UTC)
+        late_flush(url, polled=(start - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        assert jsonl(project.run("export", "--since", start.isoformat())) == []  # what --since misses
+        failed = project.run("export", "--cursor", str(cursor), "-o", str(tmp_path / "no" / "such" / "dir"))
+        assert failed.returncode == 1  # nothing written: the cursor stays where it was
+        rows = jsonl(project.run("export", "--cursor", str(cursor)))
+        assert [(r["hash"], r["title"]) for r in rows] == [("b2", "Edited"), ("d4", "Late")]
+        assert jsonl(project.run("export", "--cursor", str(cursor))) == []  # nothing new or changed since
+        not_a_cursor = project.run("export", "--cursor", str(project.folder / "params.py"))
+        assert not_a_cursor.returncode == 2 and "is no export cursor" in not_a_cursor.stderr
