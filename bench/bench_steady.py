@@ -17,7 +17,7 @@ Between rounds only the bodies change. Per round and side: wall s, CPU s and pea
 process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling,
 from the round's first request to its last), rows stored (ours: `items` in
 db/items.db; newsboat: `rss_item` in its cache.db) and the requests the servers saw (how many conditional);
-then ours/newsboat, and the goals of issue 20 beside the figures. Who goes first alternates by round.
+then ours/newsboat, and the goals set for this benchmark beside the figures. Who goes first alternates by round.
 `--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says otherwise (goal: <= 100 s,
 <= 300 MiB). `--phases` runs ours through bench/once_timed.py and prints where each round's time went.
 """
@@ -46,7 +46,7 @@ from tests.server import LoopbackServer, Route
 ROUNDS = {1: "first poll", 2: "all unchanged", 3: "10 % changed", 4: "100 % changed"}
 SHARE_CHANGED = {3: 0.10, 4: 1.0}  # the rounds that change feeds, and how many of them
 NEWSBOAT_RELOADS = {1: (1,), 2: (2, 3), 3: (4,), 4: (5,)}  # the last of each is the one compared
-# Issue 20's goals.
+# The goals set for this benchmark (print_goals).
 FIRST_WALL_RATIO, FIRST_CORES, FIRST_PEAK_MIB = 0.5, 1.7, 250
 STEADY_MS_PER_CHANGED, STEADY_RATIO = 8.0, 0.25
 LARGE_SECONDS, LARGE_PEAK_MIB = 100, 300
@@ -201,8 +201,8 @@ def print_round(round_: int, changed: int, failed: int, runs: list[Run]) -> None
 
 
 def print_goals(results: dict[int, tuple[int, list[Run]]], feeds: int) -> None:
-    """Issue 20's goals beside what this run measured (ours; newsboat's run as said)."""
-    print("\ngoals (issue 20), ours:")
+    """The goals beside what this run measured (ours; newsboat's run as said)."""
+    print("\ngoals, ours:")
     ours, boat = _compared(results[1][1])
     if feeds >= 10000:
         _goal(f"first poll of {feeds} feeds, wall <= {LARGE_SECONDS} s", ours.usage.seconds, LARGE_SECONDS, "s")

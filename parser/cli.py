@@ -106,6 +106,10 @@ def add_export(commands) -> None:
     cmd.add_argument("--since", metavar="TIME|DURATION",
                      help="only rows new or changed since then (their `changed` or `fetched` at or after it): "
                           "an ISO 8601 time (no zone: UTC) or a duration back from now, such as 7d, 12h, 30m")
+    cmd.add_argument("--cursor", metavar="FILE",
+                     help="only rows new or changed since the run that last wrote FILE (whenever they were "
+                          "polled), and FILE moved on once they are out: for a chain of runs (cron) that must "
+                          "miss no row; none yet: every row")
     cmd.add_argument("--format", choices=("jsonl", "csv", "atom"), default="jsonl",
                      help="jsonl (default): a JSON object a line; csv; atom: an Atom 1.0 feed")
     cmd.add_argument("--bom", action="store_true",
@@ -316,7 +320,8 @@ def export_rows(args: argparse.Namespace) -> int:
     if _params_missing(args):
         return EXIT_SETTINGS
     request = ExportRequest(table=args.table, sources=tuple(args.export_sources), since=args.since,
-                            format=args.format, output=Path(args.output) if args.output else None, bom=args.bom)
+                            format=args.format, output=Path(args.output) if args.output else None, bom=args.bom,
+                            cursor=Path(args.cursor) if args.cursor else None)
     return run_export(Path(args.params), request, sys.stdout.buffer, sys.stderr, now=datetime.now(UTC))
 
 

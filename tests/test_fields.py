@@ -3,7 +3,7 @@ the shapes real ones have, served from 127.0.0.1 through the daemon (rows read f
 the logs) or through parse_body where a daemon run adds nothing."""
 from __future__ import annotations
 
-from parser.adapters import parse_body
+from parser.adapters import feed, parse_body
 from parser.adapters.json_api import timestamp
 from parser.adapters.source_view import JsonApi
 from parser.settings.params import Source
@@ -224,6 +224,46 @@ def test_json_api_times_in_each_unit_are_read_up_to_the_year_9999():
     assert timestamp(-86_400) == "1969-12-31T00:00:00Z"
     assert timestamp(10 ** 30) == ""
 
+
+
+# A date with a part missing, as feeds write them: each takes nothing from the day it is read on.
+PARTIAL_DATES = {
+    "year-month": ("2024-03", "2024-03-01T00:00:00Z"),      # the 1st, as feedparser reads it
+    "month-year": ("March 2024", "2024-03-01T00:00:00Z"),
+    "year-month-time": ("2024-03 10:30", "2024-03-01T10:30:00Z"),
+    "year": ("2024", "2024-01-01T00:00:00Z"),              # 1 January, as feedparser reads it
+    "no-year": ("5 March", None),
+    "time": ("10:30", None),
+    "weekday": ("Tuesday", None),
+    "no-year-time": ("05/20 7:03 am", None),
+    "digits": ("20240315", "2024-03-15T00:00:00Z"),
+}
+
+
+def test_a_date_with_a_part_missing_takes_nothing_from_today():
+    # Before: dateutil (and feedparser, the fallback) filled the missing year, month or day in from today:
+    # '2024-03' was 2024-03-07 on 7 December and 2024-03-08 the day after, '10:30' today at 10:30, so an
+    # entry keyed by its date was stored again every day and an `updated` of that kind was an edit daily.
+    items = "".join(f"<item><title>{name}</title><guid>{name}</guid><pubDate>{text}</pubDate>"
+                    f"<atom:updated>{text}</atom:updated></item>" for name, (text, _) in PARTIAL_DATES.items())
+    body = ('<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel><title>t</title>'
+            f"{items}</channel></rss>")
+    source = Source(name="s", url="https://example.org/f", max_items=50)
+    slow = feed.parse(body.encode(), url=source.url, headers={}, source=source, fetched="2026-12-01T00:00:00Z")
+    wanted = {name: iso or "" for name, (_, iso) in PARTIAL_DATES.items()}
+    for records in (parse(body).records, slow.records):  # the fast path, and the feedparser path
+        assert {r["title"]: r["published"] for r in records} == wanted
+        assert {r["title"]: r["updated"] for r in records} == wanted
+
+
+def test_a_json_api_date_of_eight_digits_is_the_date_a_feed_reads():
+    # Before: "20240315" in a JSON API was seconds since the epoch, 1970-08-23; in a feed, 2024-03-15.
+    in_a_feed = parse('<rss version="2.0"><channel><title>t</title><item><title>x</title><guid>g</guid>'
+                      "<pubDate>20240315</pubDate></item></channel></rss>").records[0]["published"]
+    assert timestamp("20240315") == in_a_feed == "2024-03-15T00:00:00Z"
+    assert timestamp(20240315) == "1970-08-23T06:18:35Z"     # a JSON number is a time since the epoch
+    assert timestamp("20241399") == "1970-08-23T06:36:39Z"   # no day as YYYYMMDD: seconds
+    assert timestamp("1710460800") == "2024-03-15T00:00:00Z"  # ten digits: seconds
 
 # -- charset -------------------------------------------------------------------------------------
 PORTUGUESE = """<?xml version="1.0"?>

@@ -112,6 +112,24 @@ def test_a_051_postgresql_database_gets_typed_columns_with_its_rows(tmp_path, se
     assert recent[0][0] == 4  # entries 4, 5, 7 and 8 (16:00-20:00); 1 and 2 before, 3 and 6 undated (NULL)
 
 
+
+def test_the_rows_made_null_are_counted_alike_on_both_databases(tmp_path, server, pg_url):
+    # Before: PostgreSQL's figure left out the rows whose only '' was in a column the migration casts to a
+    # time or a list (published here), which the cast did make NULL: 0 there, 2 in SQLite, for the same rows.
+    sqlite_side = upgraded_project(tmp_path / "sqlite", server, "sqlite")
+    pg = load_051_dump(pg_url, tmp_path)
+    for project, url in ((sqlite_side, sqlite_url(sqlite_side)),
+                         (upgraded_project(tmp_path / "pg", server, "postgresql", pg), pg)):
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:  # '' left only in `published` (entries 3 and 6)
+            conn.execute(sa.text("update items set author = 'A', content = 'c' where author = '' or content = ''"))
+        engine.dispose()
+        proc = project.run("--once")
+        assert proc.returncode == 0, proc.stderr + project.log("errors.log")
+        assert query(url, "select guid from items where published is null order by guid") == [("news-3",), ("news-6",)]
+        assert "table items: now schema 2 (2 rows had '' made NULL)" in project.log(), url
+
+
 def test_a_value_postgresql_cannot_cast_is_exit_2_and_changes_nothing(tmp_path, server, pg_url):
     url = load_051_dump(pg_url, tmp_path)
     engine = sa.create_engine(url)

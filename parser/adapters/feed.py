@@ -9,7 +9,7 @@ from typing import Any
 
 import feedparser
 
-from ..core.dates import looks_iso, read_date, utc_iso
+from ..core.dates import looks_iso, read_date, utc_iso, writes_year
 from ..core.errors import ParseError
 from ..core.record import (
     AdapterRecord,
@@ -155,7 +155,8 @@ def _updated(entry: Mapping[str, Any]) -> str:
     if read is not None and read.iso:
         return read.iso
     parsed = dict.get(entry, "updated_parsed") if isinstance(entry, dict) else None
-    return utc_iso(parsed) if raw and isinstance(parsed, time.struct_time) and not looks_iso(raw) else ""
+    taken = raw and isinstance(parsed, time.struct_time) and not looks_iso(raw) and writes_year(raw, parsed.tm_year)
+    return utc_iso(parsed) if taken else ""
 
 
 def _enclosures(links: list[Mapping[str, Any]], media: list[Mapping[str, Any]], base: str) -> list[Enclosure]:
@@ -209,7 +210,7 @@ def _published(entry: Mapping[str, Any]) -> tuple[str, bool]:
         if read.iso:
             return read.iso, read.zoned
         parsed = entry.get(f"{key}_parsed")
-        if isinstance(parsed, time.struct_time) and not looks_iso(raw):
+        if isinstance(parsed, time.struct_time) and not looks_iso(raw) and writes_year(raw, parsed.tm_year):
             return utc_iso(parsed), True
         # no date here (or an impossible one): the next key, as when it is missing
     return "", True

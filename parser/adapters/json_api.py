@@ -7,10 +7,12 @@ whole protocol.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
+from ..core.dates import read_date
 from ..core.errors import FetchError, ParseError
 from ..core.record import AdapterRecord, Enclosure, Record, clean_text, html_to_text, title_text, utc_iso
 from ..core.urls import canonical_url
@@ -37,6 +39,7 @@ DEFAULT_PATHS: dict[str, tuple[str, ...]] = {
 # An object standing for a text (a tag {"name": ...}) or an address ({"url": ...}): the keys read, in order.
 _TEXT_KEYS = ("name", "term", "label", "title", "slug", "value")
 _URL_KEYS = ("url", "href", "src", "link")
+_YYYYMMDD = re.compile(r"\d{8}")
 _AUTHOR_KEYS = ("name", "display_name", "username", "login")
 
 
@@ -169,8 +172,14 @@ def _enclosure(value: Any) -> Enclosure:
 
 def timestamp(value: Any) -> str:
     """UTC ISO 8601 from a time since the epoch (number or digits: seconds when it is a date up to
-    the year 9999 in seconds, else milliseconds, micro-, nanoseconds; see dates.EPOCH_UNITS) or date text."""
+    the year 9999 in seconds, else milliseconds, micro-, nanoseconds; see dates.EPOCH_UNITS) or date text.
+
+    Eight digits in a string that are a real date as YYYYMMDD ("20240315") are that date, as a feed's
+    text is read (an epoch of eight digits is 1970-04-26 to 1973-03-03); a JSON number is always a time
+    since the epoch."""
     if isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit():
+        if _YYYYMMDD.fullmatch(value.strip()) and (day := read_date(value.strip()).iso):
+            return day
         value = float(value.strip())
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return ""

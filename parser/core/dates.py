@@ -6,6 +6,10 @@ names into English, then the standard readers take over: ISO 8601 strictly (date
 anything else (RFC 822 included) dateutil, with the zone names it lacks. A date that does not exist
 (`2022-02-30`, month 13) is no date: no reader may roll it over into the next month. A time without
 a zone is taken as UTC, and the caller is told (ReadDate.zoned), so parser.log can say it once.
+Nothing is taken from today: a text without a year, or with a year but neither month nor day given in
+any way, is no date (`5 March`, `10:30`, `Tuesday`); a year and a month without a day is the 1st of that
+month, and a year alone the 1st of January, as feedparser reads `2024-03` and `2024`. So the same text
+is the same value on any day.
 
 Numbers are times since the epoch; see from_epoch for the unit rule.
 """
@@ -141,6 +145,13 @@ def read_date(text: str) -> ReadDate:
         return ReadDate()
 
 
+def writes_year(text: str, year: int) -> bool:
+    """Whether `text` writes `year` in four digits. feedparser fills a missing year in from today (`05/20
+    7:03 am`, `10:30`): its reading of a text our reader refused is taken only when the text writes the
+    year it found (its own formats, Korean, Greek, Hungarian, all do)."""
+    return bool(re.search(rf"(?<!\d){year:04d}(?!\d)", text))
+
+
 def looks_iso(text: str) -> bool:
     """ISO-like text is read strictly: no reader may guess around an impossible day or month."""
     return bool(_ISO.match(text.strip()))
@@ -218,7 +229,27 @@ def _parse(text: str) -> datetime | None:
     match = _RFC822.match(text)
     if match and match[2].lower() in _MONTH_NUMBER:
         return _from_rfc822(match)
-    return dateutil_parser.parse(text, tzinfos=_zone)
+    return _dateutil(text)
+
+
+# dateutil fills what a text lacks from a default date (today's, unless told): two defaults that differ
+# in year, month and day show which parts the text gave. (Year 4 and 8 are leap years: a 29 February
+# given without a year reads under either.)
+_DEFAULT_A = datetime(4, 1, 1)
+_DEFAULT_B = datetime(8, 2, 2)
+
+
+def _dateutil(text: str) -> datetime | None:
+    """dateutil's reading of `text` with nothing taken from today: see the module's docstring."""
+    dt = dateutil_parser.parse(text, default=_DEFAULT_A, tzinfos=_zone)
+    if dt.year != _DEFAULT_A.year and dt.month != _DEFAULT_A.month and dt.day != _DEFAULT_A.day:
+        return dt  # every part given (the common case: one reading)
+    other = dateutil_parser.parse(text, default=_DEFAULT_B, tzinfos=_zone)
+    if dt.year != other.year:
+        return None  # no year: `5 March`, `10:30`, `Tuesday`
+    if dt.month != other.month:  # a year alone is 1 January; a day without a month is no date
+        return dt.replace(month=1, day=1) if dt.day != other.day else None
+    return dt if dt.day == other.day else dt.replace(day=1)
 
 
 def _from_rfc822(match: re.Match) -> datetime:
