@@ -22,7 +22,6 @@ from pathlib import Path
 from db.marks import spread_hashes
 from db.store import Database
 
-from ..core import logs
 from ..core.errors import HistoryMismatchError, StorageError
 from ..core.jsonfile import read_object, write_whole
 from ..core.urls import redact_url
@@ -82,8 +81,9 @@ class History:
                      self.rule["hash"], self.setting, self.rule["unique_fields"])
         if rules < RULES_VERSION and not self.read_only:
             for version in range(rules + 1, RULES_VERSION + 1):
-                logs.error_line("identity", str(self.hashes), f"identity rules {version} taken over from "
-                                f"{version - 1} (said once; nothing to do): {RULE_CHANGES[version]}")
+                # Nothing to do, so parser.log, not errors.log: an upgrade must not look like a failure.
+                log.info("%s: identity rules %d taken over from %d (said once; nothing to do): %s", self.hashes,
+                         version, version - 1, RULE_CHANGES[version])
         if saved != {**saved, **self.rule}:
             self._write({**saved, **self.rule})
 
