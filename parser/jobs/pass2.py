@@ -272,7 +272,7 @@ class Pass2:
         first = [o.record for o in ready if o.record is not None and o.revisit is None]
         again = [o.record for o in ready if o.record is not None and o.revisit is not None]
         fresh, updated = files.sink.stage_many([Batch(first), Batch(again, updates=files.updates != "ignore")])
-        files.sink.show(fresh.new + updated.new + updated.updates)  # --dry-run prints them; a Sink has staged them
+        files.sink.show(fresh.new + updated.new, updated.updates)  # --dry-run prints them; a Sink has staged them
         tally["new"] += len(fresh.new) + len(updated.new)
         tally["duplicates"] += fresh.duplicates
         marks = []

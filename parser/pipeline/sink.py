@@ -113,14 +113,22 @@ def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]
     return staged
 
 
-def print_records(records: Sequence[StagedRecord], out: TextIO, table: str) -> None:
+def print_records(records: Sequence[StagedRecord], out: TextIO, table: str,
+                  updates: Sequence[StagedRecord] = ()) -> None:
     """--dry-run's output: a record a line, as JSON, without the hash. "@table" first names the table
     it would go to (items, or a job's), as the records of several jobs share the stream; no column can
-    be named so (a job's columns are lowercase letters, digits and _)."""
-    for record in records:
-        shown = {"@table": table, **{k: v for k, v in record.items() if k != "hash"}}
+    be named so (a job's columns are lowercase letters, digits and _). `updates` (records stored before,
+    staged again to update their rows) follow, each with "@update": true. A missing value is null, as the
+    table (an empty cell is NULL) and `export` have it."""
+    for record, mark in [*((r, {}) for r in records), *((r, {"@update": True}) for r in updates)]:
+        shown = {"@table": table, **mark, **{k: _shown(v) for k, v in record.items() if k != "hash"}}
         print(json.dumps(shown, ensure_ascii=False), file=out)
     out.flush()
+
+
+def _shown(value: object) -> object:
+    # What the staging CSV writes as an empty cell (staging.py's cell_text), which the flush stores as NULL.
+    return None if value == "" or value == [] or value == {} else value
 
 
 class Sink:
@@ -229,8 +237,9 @@ class Sink:
     def say(self, text: str) -> None:
         """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
 
-    def show(self, records: Sequence[StagedRecord]) -> None:
-        """A PrintSink prints the records that would be staged; a Sink has staged them."""
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None:
+        """A PrintSink prints the records that would be staged (new, and `updates` of stored rows); a Sink
+        has staged them."""
 
 
 class PrintSink:
@@ -277,8 +286,8 @@ class PrintSink:
         print(f"# {text}", file=notes)
         notes.flush()
 
-    def show(self, records: Sequence[StagedRecord]) -> None:
-        print_records(records, self.out, self.table)
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None:
+        print_records(records, self.out, self.table, updates)
 
 
 class RecordSink(Protocol):
@@ -304,7 +313,7 @@ class RecordSink(Protocol):
 
     def say(self, text: str) -> None: ...
 
-    def show(self, records: Sequence[StagedRecord]) -> None: ...
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None: ...
 
 
 __all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "Staged", "StorageError"]
