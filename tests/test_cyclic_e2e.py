@@ -77,7 +77,8 @@ def test_dry_run_prints_records_and_writes_nothing(server, project):
     project.run("--once", check=True)
     stored = {row["title"]: row for row in project.rows()}["Item 2"]
     # A value is null where the table holds NULL, and only there (as `export` writes it).
-    assert {k for k, v in records[0].items() if v is None} == {k for k in records[0] if k in stored and stored[k] is None}
+    nulls = {k for k in records[0] if k in stored and stored[k] is None}
+    assert {k for k, v in records[0].items() if v is None} == nulls
     server.route("/d.xml", body=rss(numbered_items(1, 3)))
     before = sorted(p.name for p in project.staging.iterdir())
     proc = project.run("--dry-run")
