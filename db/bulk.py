@@ -25,12 +25,14 @@ _STAGED = "parser_flush_rows"  # the temporary table, dropped at the end of the 
 
 @dataclass(frozen=True)
 class Loaded:
-    """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source)."""
+    """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source),
+    and, with UPDATES "history", the earlier versions it copied into `<table>_versions`."""
     inserted: int
     updated: int = 0
+    versions: int = 0
 
     def __add__(self, other: Loaded) -> Loaded:
-        return Loaded(self.inserted + other.inserted, self.updated + other.updated)
+        return Loaded(self.inserted + other.inserted, self.updated + other.updated, self.versions + other.versions)
 
 
 class Target(NamedTuple):
@@ -52,8 +54,9 @@ def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Seque
     cursor = connection.cursor()
     try:
         before = cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
+        versions = 0
         if target.mode == "history":
-            touched = _sqlite_history(cursor, target, fields, rows, quote)
+            touched, versions = _sqlite_history(cursor, target, fields, rows, quote)
         else:
             values = ", ".join("?" if f == "hash" else "NULLIF(?, '')" for f in fields)
             cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, fields))}) VALUES ({values}) "
@@ -61,14 +64,15 @@ def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Seque
                                rows)
             touched = cursor.rowcount
         inserted = cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE id > ?", (before,)).fetchone()[0]
-        return Loaded(inserted, max(touched - inserted, 0))
+        return Loaded(inserted, max(touched - inserted, 0), versions)
     finally:
         cursor.close()
 
 
-def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
+def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
+                    quote: Callable) -> tuple[int, int]:
     """The rows into a temporary table; the stored rows they edit copied into the versions table; then
-    the upsert from the temporary table. Returns the rows the upsert stored or updated."""
+    the upsert from the temporary table. Returns the rows the upsert stored or updated, and the versions copied."""
     names = ", ".join(map(quote, fields))
     columns = ", ".join(f"{quote(f)} TEXT" for f in fields)
     cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGED}_h ({columns})")
@@ -78,11 +82,12 @@ def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequenc
     staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
     cursor.execute(versions_insert(target.table, f"{target.table}_versions", staged, fields, target.versions,
                                    "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
+    versions = cursor.rowcount
     cursor.execute(f"INSERT INTO {quote(target.table)} ({names}) SELECT {typed} FROM {_STAGED}_h WHERE true "
                    + on_conflict(target.table, fields, target.columns, target.mode, "sqlite", quote))
     touched = cursor.rowcount
     cursor.execute(f"DROP TABLE {_STAGED}_h")
-    return touched
+    return touched, versions
 
 
 def postgresql_copy(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
@@ -146,16 +151,18 @@ def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], valu
         source = (f"SELECT {names} FROM (SELECT {typed}, first_value(ctid) OVER (PARTITION BY hash ORDER BY ctid) "
                   f"AS parser_at, row_number() OVER (PARTITION BY hash ORDER BY ctid DESC) AS parser_nth "
                   f"FROM {staged}) d WHERE parser_nth = 1 ORDER BY parser_at")
+    versions = 0
     if target.mode == "history":
         cursor.execute(versions_insert(target.table, f"{target.table}_versions", f"({source}) s", fields,
                                        target.versions, "postgresql", quote, "now()"))
+        versions = cursor.rowcount
     clause = on_conflict(target.table, fields, target.columns, target.mode, "postgresql", quote, target.changed_type)
     cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
                    "RETURNING (xmax = 0) AS fresh) "
                    "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
     inserted, updated = cursor.fetchone()
     cursor.execute(f"TRUNCATE {staged}")
-    return Loaded(inserted, updated)
+    return Loaded(inserted, updated, versions)
 
 
 def _repeats_a_hash(cursor, staged: str) -> bool:

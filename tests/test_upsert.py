@@ -19,7 +19,7 @@ def flush_rows(tmp_path, db, records, updates="update"):  # noqa: F811
     flush deciding), unless `updates` is "ignore"; flush; return the flush's counts."""
     sink = open_sink(tmp_path / "staging", updates=updates)
     sink.stage_many([Batch(records, previous=None, updates=updates != "ignore")])
-    counts = sink.flush(db)
+    counts = sink.flush(db)[:3]  # versions: counted apart (test_the_versions_a_history_flush_keeps_are_counted)
     sink.close()
     return counts
 
@@ -50,3 +50,19 @@ def test_ignore_stores_a_hash_once_and_never_touches_it(tmp_path, db, db_url):  
     assert flush_rows(tmp_path, db, [entry(1)], updates="ignore") == (1, 0, 0)
     assert flush_rows(tmp_path, db, [entry(1, title="edited")], updates="ignore") == (0, 0, 0)
     assert rows(db_url) == [("item 1", None, "news", False)]
+
+
+def test_the_versions_a_history_flush_keeps_are_counted(tmp_path, db, db_url):  # noqa: F811
+    """UPDATES "history": the flush counts the earlier versions it copied, which are the edits only (a value
+    filled where there was none updates the row and keeps no version)."""
+    def flush(records):
+        sink = open_sink(tmp_path / "staging", updates="history")
+        sink.stage_many([Batch(records, previous=None, updates=True)])
+        try:
+            return sink.flush(db)
+        finally:
+            sink.close()
+
+    assert flush([entry(1), entry(2)]) == (2, 0, 0, 0)
+    assert flush([entry(1, summary="now with a summary"), entry(2, title="item 2, edited")]) == (0, 2, 0, 1)
+    assert select(db_url, "SELECT title FROM items_versions") == [("item 2",)]

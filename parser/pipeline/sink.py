@@ -49,6 +49,7 @@ class FlushCount(NamedTuple):
     written: int  # rows inserted
     updated: int  # rows an update changed (an entry edited at its source)
     already: int  # rows the table held as they were (a batch loaded again, an unchanged entry rechecked)
+    versions: int = 0  # earlier versions of updated rows copied into `<table>_versions` (UPDATES "history")
 
 
 class Batch(NamedTuple):
@@ -182,15 +183,16 @@ class Sink:
         """
         assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
         self.staging.rotate()
-        written = updated = already = 0
+        written = updated = already = versions = 0
         for batch in self.staging.batches():
             loaded, rows = self._load(db, batch)
             os.remove(batch)
             written, updated = written + loaded.inserted, updated + loaded.updated
             already += rows - loaded.inserted - loaded.updated
+            versions += loaded.versions
         if written or already or updated:  # the mark of the database these hashes went into (pipeline/history.py)
             self.history.flushed(db, self.table)
-        return FlushCount(written, updated, already)
+        return FlushCount(written, updated, already, versions)
 
     def _load(self, db: Database, batch: Path) -> tuple[Loaded, int]:
         """Load one batch file; return (what was loaded, rows in it). PostgreSQL parses the file itself;
