@@ -24,12 +24,14 @@ _STAGED = "parser_flush_rows"  # the temporary table, dropped at the end of the 
 
 @dataclass(frozen=True)
 class Loaded:
-    """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source)."""
+    """What a load did: rows inserted (hashes new to the table), rows updated (an entry edited at its source),
+    and, with UPDATES "history", the earlier versions it copied into `<table>_versions`."""
     inserted: int
     updated: int = 0
+    versions: int = 0
 
     def __add__(self, other: Loaded) -> Loaded:
-        return Loaded(self.inserted + other.inserted, self.updated + other.updated)
+        return Loaded(self.inserted + other.inserted, self.updated + other.updated, self.versions + other.versions)
 
 
 def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
@@ -43,15 +45,18 @@ def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Seque
     cursor = connection.cursor()
     try:
         before = cursor.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}").fetchone()[0]
+        touched = versions = 0
         if target.updates.widest == "history":
-            touched = sum(_sqlite_history(cursor, target, fields, part, quote) for part in versions_apart(fields, rows))
+            for part in versions_apart(fields, rows):
+                touched_part, versions_part = _sqlite_history(cursor, target, fields, part, quote)
+                touched, versions = touched + touched_part, versions + versions_part
         else:  # one statement a row, in the file's order: of two versions the later applies last
             values = ", ".join("?" if f == "hash" else "NULLIF(?, '')" for f in fields)
             cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, fields))}) VALUES ({values}) "
                                + on_conflict(target, fields, "sqlite", quote), rows)
             touched = cursor.rowcount
         inserted = cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE id > ?", (before,)).fetchone()[0]
-        return Loaded(inserted, max(touched - inserted, 0))
+        return Loaded(inserted, max(touched - inserted, 0), versions)
     finally:
         cursor.close()
 
@@ -78,9 +83,11 @@ def versions_apart(fields: Sequence[str], rows: Sequence[Sequence]) -> Sequence[
     return rounds
 
 
-def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence], quote: Callable) -> int:
+def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
+                    quote: Callable) -> tuple[int, int]:
     """The rows (each hash once) into a temporary table; the stored rows they edit copied into the versions
-    table; then the upsert from the temporary table. Returns the rows the upsert stored or updated."""
+    table; then the upsert from the temporary table. Returns the rows the upsert stored or updated, and the
+    versions copied."""
     names = ", ".join(map(quote, fields))
     columns = ", ".join(f"{quote(f)} TEXT" for f in fields)
     cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGED}_h ({columns})")
@@ -89,11 +96,12 @@ def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequenc
     cursor.executemany(f"INSERT INTO {_STAGED}_h ({names}) VALUES ({', '.join('?' * len(fields))})", rows)
     staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
     cursor.execute(versions_insert(target, staged, fields, "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
+    versions = cursor.rowcount
     cursor.execute(f"INSERT INTO {quote(target.table)} ({names}) SELECT {typed} FROM {_STAGED}_h WHERE true "
                    + on_conflict(target, fields, "sqlite", quote))
     touched = cursor.rowcount
     cursor.execute(f"DROP TABLE {_STAGED}_h")
-    return touched
+    return touched, versions
 
 
 def postgresql_copy(connection, target: Target, fields: Sequence[str], rows: Sequence[Sequence],
@@ -164,12 +172,15 @@ def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], valu
             source = (f"SELECT {names} FROM (SELECT {typed}, ctid AS parser_at, row_number() OVER (PARTITION BY "
                       f"hash ORDER BY {fetched}ctid) AS parser_round FROM {staged}) d WHERE parser_round = {n} "
                       "ORDER BY parser_at")
+        versions = 0
         if target.updates.widest == "history":
             cursor.execute(versions_insert(target, f"({source}) s", fields, "postgresql", quote, "now()"))
+            versions = cursor.rowcount
         cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
                        "RETURNING (xmax = 0) AS fresh) "
                        "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
-        loaded += Loaded(*cursor.fetchone())
+        inserted, updated = cursor.fetchone()
+        loaded += Loaded(inserted, updated, versions)
     cursor.execute(f"TRUNCATE {staged}")
     return loaded
 

@@ -38,6 +38,7 @@ class Flushed:
     updated: int           # rows it updated (entries edited at their source)
     already: int           # staged rows the table held already (a batch loaded again after a crash)
     error: str | None      # the failed tables' errors, "; "-joined
+    versions: int = 0      # earlier versions of updated rows it kept (UPDATES "history")
 
 
 def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_url: str,
@@ -46,7 +47,7 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
     with nothing to write says nothing. Then the `sources` table (`sources`) and the `runs` table (the
     polls and passes since the last flush), after the records."""
-    written = updated = already = 0
+    written = updated = already = versions = 0
     errors: list[str] = []
     for sink in sinks:
         # The Bloom filter is saved here, not per poll: it can be megabytes, and a restart catches
@@ -54,7 +55,7 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
         sink.save()
         feeds = sink is sinks[0]
         try:
-            rows, changed, known = sink.flush(db)
+            count = sink.flush(db)
         except StorageError as exc:
             pending = sink.pending_rows()
             logs.error_line("flush", redact_url(db_url), f"{exc}; {pending} records kept in staging for the next "
@@ -62,7 +63,9 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
             log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
             continue
+        rows, changed, known = count.written, count.updated, count.already
         written, updated, already = written + rows, updated + changed, already + known
+        versions += count.versions
         if why != "stop":  # a quiet moment, no poll under way; a stop is not kept waiting by a rewrite
             compact_hashes(sink, feeds)
         if rows or known or changed or (feeds and why in ("stop", "once") and not feeds_idle):
@@ -84,7 +87,8 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
             logs.error_line("flush", redact_url(db_url), str(exc))
             log.info("flush (%s) of table %s failed: %s", why, runs_table.NAME, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(f"{runs_table.NAME}: {exc}")
-    return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None)
+    return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None,
+                   versions=versions)
 
 
 def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
@@ -156,7 +160,8 @@ class FlushRecord:
 
     def record(self, why: str, flushed: Flushed, seconds: float) -> None:
         self.run_info.flushed(at=iso(self.wall()), why=why, ok=flushed.ok, rows=flushed.rows,
-                              already=flushed.already, seconds=seconds, error=flushed.error)
+                              already=flushed.already, seconds=seconds, error=flushed.error,
+                              updated=flushed.updated, versions=flushed.versions)
         if flushed.ok:
             self.failing_since = None
         elif self.failing_since is None:

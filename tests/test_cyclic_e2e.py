@@ -70,10 +70,15 @@ def test_dry_run_prints_records_and_writes_nothing(server, project):
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert [r["title"] for r in records] == ["Item 2", "Item 1"]
+    assert records[0]["author"] is None and records[0]["categories"] is None  # none in the feed: null, not ""
     assert not project.db_path.exists()
     assert not project.staging.exists() and not project.logs.exists()
     # After a real run the dry run shows only what is new since.
     project.run("--once", check=True)
+    stored = {row["title"]: row for row in project.rows()}["Item 2"]
+    # A value is null where the table holds NULL, and only there (as `export` writes it).
+    nulls = {k for k in records[0] if k in stored and stored[k] is None}
+    assert {k for k, v in records[0].items() if v is None} == nulls
     server.route("/d.xml", body=rss(numbered_items(1, 3)))
     before = sorted(p.name for p in project.staging.iterdir())
     proc = project.run("--dry-run")

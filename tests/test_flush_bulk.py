@@ -98,7 +98,7 @@ def test_the_rows_go_to_the_driver_in_bulk_not_a_statement_per_chunk_through_sql
     sink.stage([entry(n) for n in range(1200)])
     sent: list[str] = []
     sa.event.listen(db.engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
-    assert sink.flush(db) == (1200, 0, 0)
+    assert sink.flush(db) == (1200, 0, 0, 0)
     assert [s for s in sent if s.lstrip().upper().startswith("INSERT") and "parser_schema" not in s] == []
     assert len(select(db_url, "SELECT hash FROM items")) == 1200
     sink.close()
@@ -108,13 +108,13 @@ def test_written_and_already_stored_counts_with_new_and_stored_rows_mixed(tmp_pa
     staging = tmp_path / "staging"
     sink = open_sink(staging)
     sink.stage([entry(n) for n in range(10)])
-    assert sink.flush(db) == (10, 0, 0)
+    assert sink.flush(db) == (10, 0, 0, 0)
     stored = select(db_url, f"SELECT {', '.join(('hash', *OLD_FIELDS))} FROM items ORDER BY id")
     # A crash between the commit and the batch's removal, then new rows: the batch comes again.
     again = [*stored[3:7], *[(f"{n:056x}", "news", f"g{n}", f"http://news.example/new/{n}", f"new {n}",
                               "", "", "", "", "") for n in range(5)]]
     write_batch(staging, ("hash", *OLD_FIELDS), again)
-    assert sink.flush(db) == (5, 0, 4)
+    assert sink.flush(db) == (5, 0, 4, 0)
     titles = [row[0] for row in select(db_url, "SELECT title FROM items ORDER BY id")]
     assert titles == [f"item {n}" for n in range(10)] + [f"new {n}" for n in range(5)]  # staging order
     assert sink.staging.batches() == []
@@ -135,7 +135,7 @@ def test_a_refused_row_among_many_is_set_aside_and_the_others_stored(tmp_path, d
     sink = open_sink(staging)
     refused = {5, 1500, 2999}
     sink.stage([entry(n, f"refused {n}" if n in refused else None) for n in range(3000)])
-    assert sink.flush(db) == (2997, 0, 3)
+    assert sink.flush(db) == (2997, 0, 3, 0)
     titles = [row[0] for row in select(db_url, "SELECT title FROM items ORDER BY id")]
     assert len(titles) == 2997 and not [t for t in titles if t.startswith("refused")]
     assert titles[:6] == ["item 0", "item 1", "item 2", "item 3", "item 4", "item 6"]
@@ -167,7 +167,7 @@ def test_a_hash_twice_in_one_batch_is_stored_once(tmp_path, db, db_url, updates)
     write_batch(staging, ("hash", *OLD_FIELDS), rows)
     sink = open_sink(staging, updates=updates)
     titles = [f"row {n}" for n in range(6)]
-    written, updated, already = sink.flush(db)
+    written, updated, already, _ = sink.flush(db)
     # SQLite inserts the first and updates it with the second; PostgreSQL inserts the last at the first's place.
     assert written == 6 and updated + already == 1
     if updates == "update":
@@ -184,7 +184,7 @@ def test_a_jobs_table_with_its_own_columns(tmp_path, db, db_url):
     objects = [{"url": f"http://shop.example/p/{n}", "fetched": "2026-11-01T00:00:00Z", "price": f"{n}.99",
                 "name": f'Product "{n}", new' if n % 2 else f"=SUM(A{n})"} for n in range(700)]
     sink.stage(objects)
-    assert sink.flush(db) == (700, 0, 0)
+    assert sink.flush(db) == (700, 0, 0, 0)
     stored = select(db_url, "SELECT url, fetched, price, name FROM shop ORDER BY id")
     # fetched is a time: timestamptz in PostgreSQL (a datetime comes back), ISO 8601 text in SQLite
     stored = [(url, f if isinstance(f, str) else f.strftime("%Y-%m-%dT%H:%M:%SZ"), *rest) for url, f, *rest in stored]
@@ -202,7 +202,7 @@ def test_a_column_added_later_is_filled_and_one_the_table_lacks_left_out(tmp_pat
     write_batch(staging, ("hash", "title", "retired"), [("h-retired", "from an old file", "gone")], n=1)
     sink = open_sink(staging)
     sink.stage([{**entry(1), "author": "A. Writer", "summary": "'+quoted", "content": "<p>c</p>"}])
-    assert sink.flush(db) == (2, 0, 0)
+    assert sink.flush(db) == (2, 0, 0, 0)
     rows = select(db_url, "SELECT hash, title, author, summary, content FROM items ORDER BY id")
     assert rows[0] == ("old", "old", None, None, None)
     assert rows[1] == ("h-retired", "from an old file", None, None, None)
@@ -221,7 +221,7 @@ def test_a_user_trigger_does_not_count_as_rows_written(tmp_path):
                 "CREATE TRIGGER audit_items AFTER INSERT ON items BEGIN INSERT INTO audit VALUES (new.hash); END")
         sink = open_sink(tmp_path / "staging")
         sink.stage([entry(n) for n in range(4)])
-        assert sink.flush(db) == (4, 0, 0)
+        assert sink.flush(db) == (4, 0, 0, 0)
         assert select(url, "SELECT COUNT(*) FROM audit") == [(4,)]
         sink.close()
     finally:
@@ -271,9 +271,9 @@ def test_postgresql_each_copy_is_bounded_and_the_temporary_table_is_gone_after(t
     try:
         sink = open_sink(tmp_path / "staging")
         sink.stage([entry(n) for n in range(130)])
-        assert sink.flush(db) == (130, 0, 0)
+        assert sink.flush(db) == (130, 0, 0, 0)
         sink.stage([entry(n) for n in range(130, 150)])
-        assert sink.flush(db) == (20, 0, 0)
+        assert sink.flush(db) == (20, 0, 0, 0)
         sink.close()
     finally:
         db.close()
@@ -296,7 +296,7 @@ def test_postgresql_a_users_column_of_another_type_is_loaded_as_typed(tmp_path, 
         db.metadata.clear()
         sink = open_sink(tmp_path / "staging")
         sink.stage([{**entry(n), "published": f"2026-11-01T12:0{n}:00Z"} for n in range(3)])
-        assert sink.flush(db) == (3, 0, 0)
+        assert sink.flush(db) == (3, 0, 0, 0)
         sink.close()
     finally:
         db.close()
@@ -351,7 +351,7 @@ def test_postgresql_parses_the_staging_file_and_stores_what_the_python_reader_st
     sink = open_sink(tmp_path / "staging")
     sink.stage(records)
     shutil.copytree(tmp_path / "staging", tmp_path / "copy")
-    assert sink.flush(pg_db) == (len(AWKWARD), 0, 0)
+    assert sink.flush(pg_db) == (len(AWKWARD), 0, 0, 0)
     assert paths_taken(pg_url) == ["server's CSV"]
     stored = pg_items(pg_url)
     assert [row[4] for row in stored] == [text or None for text in AWKWARD]  # an empty cell is NULL
@@ -359,7 +359,7 @@ def test_postgresql_parses_the_staging_file_and_stores_what_the_python_reader_st
                                                            for r in records]
     sqlite = Database(f"sqlite:///{tmp_path / 'db' / 'items.db'}")
     other = open_sink(tmp_path / "copy")
-    assert other.flush(sqlite) == (len(AWKWARD), 0, 0)
+    assert other.flush(sqlite) == (len(AWKWARD), 0, 0, 0)
     assert select(str(sqlite.engine.url), f"SELECT {', '.join(('hash', *OLD_FIELDS))} FROM items ORDER BY id") \
         == stored
     sqlite.close()
@@ -378,13 +378,13 @@ def test_postgresql_counts_stored_and_new_rows_and_a_hash_twice_across_parts(tmp
     staging = tmp_path / "staging"
     sink = open_sink(staging)
     sink.stage([{**entry(n), "content": f'line "{n}"\nnext, "line"\n'} for n in range(10)])
-    assert sink.flush(pg_db) == (10, 0, 0)
+    assert sink.flush(pg_db) == (10, 0, 0, 0)
     stored = pg_items(pg_url)
     new = [(f"{n:056x}", "news", f"g{n}", f"http://x.example/{n}", f"new {n}", "", "", "", 'a\n"b"\n', "")
            for n in range(8)]
     twice = (f"{3:056x}", "news", "g3", "http://x.example/3", "new 3 again", "", "", "", "", "")
     write_batch(staging, ("hash", *OLD_FIELDS), [*new[:4], *stored[2:6], *new[4:], twice])
-    assert sink.flush(pg_db) == (8, 1, 4)
+    assert sink.flush(pg_db) == (8, 1, 4, 0)
     rows = pg_items(pg_url)
     assert [r[4] for r in rows] == [f"item {n}" for n in range(10)] + [f"new {n}" if n != 3 else "new 3 again"
                                                                       for n in range(8)]
@@ -423,13 +423,13 @@ def test_postgresql_reads_the_file_in_python_when_the_server_refuses_it(tmp_path
     expected = {"nul byte": "row 3", "not utf-8": "row \ufffd3", "end-of-data line": "row\n\\.\n3",
                 "short record": None}
     if case == "refused value":
-        assert written == (5, 0, 1) and titles == ["row 0", "row 1", "row 2", "row 4", "row 5"]
+        assert written == (5, 0, 1, 0) and titles == ["row 0", "row 1", "row 2", "row 4", "row 5"]
         assert [q["record"]["title"] for q in quarantined(staging)] == ["refused 3"]
     elif case == "short record":
-        assert written == (6, 0, 0) and pg_items(pg_url)[3][1:3] == ("g3", "http://x.example/3")
+        assert written == (6, 0, 0, 0) and pg_items(pg_url)[3][1:3] == ("g3", "http://x.example/3")
         assert pg_items(pg_url)[3][-1] is None  # the cell the record lacks
     else:
-        assert written == (6, 0, 0) and titles[3] == expected[case] and quarantined(staging) == []
+        assert written == (6, 0, 0, 0) and titles[3] == expected[case] and quarantined(staging) == []
     assert set(paths_taken(pg_url)) == {"rows"}
     sink.close()
 
@@ -451,7 +451,7 @@ def test_postgresql_a_table_locked_elsewhere_is_waited_on_once_and_the_rows_stay
         assert time.monotonic() - started < 1.9
         holder.rollback()
         assert len(sink.staging.batches()) == 1
-        assert sink.flush(db) == (5, 0, 0)
+        assert sink.flush(db) == (5, 0, 0, 0)
     finally:
         holder.close()
         sink.close()

@@ -62,12 +62,12 @@ def test_a_batch_of_many_parts_is_stored_whole_once_with_the_right_counts(tmp_pa
     monkeypatch.setattr(batch_read, "PART_CHARS", 20_000)
     sink = open_sink(tmp_path / "staging")
     sink.stage([long_entry(n) for n in range(300)])
-    assert sink.flush(db) == (300, 0, 0)
+    assert sink.flush(db) == (300, 0, 0, 0)
     assert [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")] == [f"item {n}" for n in range(300)]
     sink.stage([long_entry(n) for n in range(300, 310)])
     write_batch(tmp_path / "staging", ("hash", "source", "guid", "link", "title"),
                 select(url, "SELECT hash, source, guid, link, title FROM items WHERE id <= 50"))  # as they were
-    assert sink.flush(db) == (10, 0, 50)  # the 50 already stored, in a part of their own batch file
+    assert sink.flush(db) == (10, 0, 50, 0)  # the 50 already stored, in a part of their own batch file
     sink.close()
 
 
@@ -83,7 +83,7 @@ def test_a_refused_row_in_a_later_part_is_set_aside_and_the_others_stored(tmp_pa
     sink = open_sink(staging)
     refused = {3, 150, 299}  # in the first part, one in the middle, the last
     sink.stage([long_entry(n, f"refused {n}" if n in refused else None) for n in range(300)])
-    assert sink.flush(db) == (297, 0, 3)
+    assert sink.flush(db) == (297, 0, 3, 0)
     titles = [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")]
     assert titles == [f"item {n}" for n in range(300) if n not in refused]
     assert sorted(q["record"]["title"] for q in quarantined(staging)) == ["refused 150", "refused 299", "refused 3"]
@@ -100,7 +100,7 @@ def test_bytes_not_utf8_in_a_later_part_are_stored_once_with_every_other_row(tmp
     data = batch.read_bytes()
     at = data.index(b"item 170")
     batch.write_bytes(data[:at] + b"item \xff" + data[at + 6:])  # "item 170" -> "item \xff70"
-    assert sink.flush(db) == (200, 0, 0)
+    assert sink.flush(db) == (200, 0, 0, 0)
     titles = [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")]
     assert len(titles) == 200 and titles[:3] == ["item 0", "item 1", "item 2"]
     assert titles[170] == "item \ufffd70"  # the byte made safe as select_new would
@@ -117,7 +117,7 @@ def test_a_flush_reads_in_parts_and_holds_about_a_part_not_the_file(tmp_path, sq
     assert size > 8 << 20
     tracemalloc.start()
     try:
-        assert sink.flush(db) == (2000, 0, 0)
+        assert sink.flush(db) == (2000, 0, 0, 0)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -152,7 +152,7 @@ def test_a_part_that_fails_leaves_the_batch_for_the_next_flush_which_stores_ever
     first_part = select(url, "SELECT COUNT(*) FROM items")[0][0]
     assert 0 < first_part < 100
     assert len(sink.staging.batches()) == 1  # the batch kept
-    assert sink.flush(db) == (100 - first_part, 0, first_part)
+    assert sink.flush(db) == (100 - first_part, 0, first_part, 0)
     assert [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")] == [f"item {n}" for n in range(100)]
     assert not sink.staging.batches()
     sink.close()

@@ -158,7 +158,7 @@ def measure(name: str, files: list[Path], folder: Path, spy: SeenByFeedparser) -
                 key_owner.setdefault(key, source.name)
             staged = sink.stage(parsed.records, links)
             staged_by_source[source.name] = len(staged.new)
-        written, _, _ = sink.flush(db)
+        written = sink.flush(db).written
         tally.rows = db.count("items")
         assert written == tally.rows == sum(staged_by_source.values())
     finally:

@@ -85,7 +85,7 @@ def test_any_text_survives_staging_and_flush_unchanged(batch):
         assert StagingFile(folder / "staging.csv", sink.columns).repaired == 0
         db = Database(f"sqlite:///{folder / 'items.db'}")
         try:
-            written, _, _ = sink.flush(db)
+            written = sink.flush(db).written
         finally:
             db.close()
             sink.close()

@@ -4,6 +4,7 @@ waits twice as long next time (up to 8x), a 404/410 at two visits in a row marks
 it. The link file of 0.5.1 still loads, its done links due again."""
 from __future__ import annotations
 
+import re
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +90,13 @@ def test_a_page_gone_at_two_visits_in_a_row_marks_its_row_gone_and_keeps_it(serv
     assert "asked once more before its row is marked gone" in errors
     assert "gone at two visits in a row" in errors
     assert server.hits["/item/1"] == 3  # gone is final: not asked again
+    # pass 2's lines: every revisit in one bucket (changed, unchanged, missing, rows gone, failed), the
+    # buckets adding up to the number revisited; the two 404s among them.
+    said = [line.split("revisited ", 1)[1].split(";")[0] for line in project.log().splitlines() if "revisited " in line]
+    tallies = [(int(text.split(":")[0]), sum(map(int, re.findall(r"(\d+) [a-z]", text.split(":", 1)[1]))))
+               for text in said]
+    assert tallies and all(revisited == buckets for revisited, buckets in tallies), said
+    assert sum(revisited for revisited, _ in tallies) == 2
 
 
 def harvest_shop(server) -> dict:

@@ -75,18 +75,18 @@ def test_flush_loads_the_staged_rows_and_a_crash_before_the_batch_is_deleted_los
     staging = tmp_path / "staging"
     sink = open_items_sink(staging)
     sink.stage([entry(n) for n in range(1, 4)])
-    assert sink.flush(database) == (3, 0, 0)
+    assert sink.flush(database) == (3, 0, 0, 0)
     assert stored_titles(tmp_path / "db" / "items.db") == ["item 1", "item 2", "item 3"]
     assert sink.staging.batches() == [] and sink.staging.pending_rows() == 0
-    assert sink.flush(database) == (0, 0, 0)  # nothing staged: nothing to do
+    assert sink.flush(database) == (0, 0, 0, 0)  # nothing staged: nothing to do
 
     sink.stage([entry(4), entry(5)])
     batch = sink.staging.rotate()
     kept = batch.with_name("kept.csv")
     shutil.copy(batch, kept)
-    assert sink.flush(database) == (2, 0, 0)
+    assert sink.flush(database) == (2, 0, 0, 0)
     shutil.move(kept, batch)  # as if the process died after the commit, before deleting the batch
-    assert sink.flush(database) == (0, 0, 2)  # loaded again: the rows already there are not doubled
+    assert sink.flush(database) == (0, 0, 2, 0)  # loaded again: the rows already there are not doubled
     assert stored_titles(tmp_path / "db" / "items.db") == [f"item {n}" for n in range(1, 6)]
     sink.close()
 
@@ -112,7 +112,7 @@ def test_rows_the_database_refuses_are_found_by_halving_and_set_aside_the_others
         calls.append(len(rows))
         return real_insert(name, columns, rows, **kwargs)
     database.insert_new = counted
-    written, _, _not_written = sink.flush(database)
+    written, _, _not_written, _ = sink.flush(database)
     assert written == 997
     assert len(calls) <= 60, f"{len(calls)} transactions to find 3 refused rows"
     titles = stored_titles(path)

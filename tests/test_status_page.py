@@ -76,6 +76,25 @@ def test_metrics_are_in_the_exposition_format_and_counters_rise_after_a_poll(ser
         assert stop(proc) == 0
 
 
+def test_metrics_count_the_rows_a_flush_updated_and_the_versions_it_kept(server, project):
+    items = numbered_items(1, 3)
+    route = server.route("/a.xml", body=rss(items))
+    proc, base = start_with_page(project, SOURCES=[{"name": "a", "url": server.url("/a.xml"), "interval": 3600}],
+                                 FLUSH_INTERVAL=0.5, UPDATES="history")
+    try:
+        wait_for(lambda: metrics(base).get("parser_rows_written_total") == 3, "the first flush counted")
+        assert metrics(base)["parser_rows_updated_total"] == 0 and metrics(base)["parser_versions_written_total"] == 0
+        route.body = rss([{**item, "title": "Item 2, corrected"} if item["title"] == "Item 2" else item
+                          for item in items])
+        assert project.run("poll", "a", "--wait", "60", timeout=90).returncode == 0
+        wait_for(lambda: metrics(base)["parser_rows_updated_total"] == 1, "the edit's flush counted", timeout=30)
+        after = metrics(base)
+        assert after["parser_versions_written_total"] == 1 and after["parser_rows_written_total"] == 3
+    finally:
+        assert stop(proc) == 0
+    assert [r["title"] for r in project.rows("items_versions")] == ["Item 2"]  # the version counted
+
+
 def test_healthz_is_200_while_flushes_succeed_and_503_when_the_database_refuses(server, project):
     server.route("/a.xml", body=rss(numbered_items(1, 2)))
     proc, base = start_with_page(project, SOURCES=[{"name": "a", "url": server.url("/a.xml"), "interval": 0.3}],

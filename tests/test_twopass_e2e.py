@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import time
 from pathlib import Path
 from urllib.parse import urljoin
@@ -335,3 +336,24 @@ def test_a_job_table_in_postgresql(server, shop, project, pg_url):
     with psycopg.connect(pg_url) as con:
         rows = con.execute("SELECT url, name, price FROM pages ORDER BY url").fetchall()
     assert rows == [(server.url(f"/item/{n}"), f"Item {n}", None if n == 3 else f"{n}.99") for n in range(1, 6)]
+
+
+def test_a_jobs_newest_rows_deleted_are_said_once_with_the_way_to_store_them_again(server, shop, project, tmp_path):
+    project.write_params(LINK_JOBS=[template_job(server, values={"from": 1, "to": 8})])
+    project.run("--once", check=True)
+    rows = project.rows("pages")
+    with sqlite3.connect(project.db_path) as con:
+        con.executemany("DELETE FROM pages WHERE id = ?", [(r["id"],) for r in rows[-5:]])
+    for _ in range(2):
+        project.run("--once", check=True)
+    said = [line for line in project.log().splitlines() if "newest rows flushed from" in line]
+    folder = project.staging / "jobs" / "pages"
+    assert len(said) == 1 and "table pages: 5 of the 8 newest rows" in said[0], said
+    assert f"move {folder}/hashes.* and {folder}/links.status away" in said[0]
+    assert len(project.rows("pages")) == 3  # they stay out
+
+    (tmp_path / "old").mkdir()  # the way the line gives: every link fetched again, the 5 stored again
+    for path in [*folder.glob("hashes.*"), folder / "links.status"]:
+        path.rename(tmp_path / "old" / path.name)
+    project.run("--once", check=True)
+    assert sorted(r["url"] for r in project.rows("pages")) == sorted(r["url"] for r in rows)

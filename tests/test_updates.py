@@ -49,6 +49,30 @@ def test_an_edited_entry_updates_its_row_and_sets_changed_across_once_runs(serve
     assert project.log().count("changed 1") == 1
 
 
+def test_a_dry_run_shows_an_edit_as_the_update_the_next_poll_stages(server, project):
+    items = numbered_items(1, 3)
+    server.route("/feed.xml", body=rss(items))
+    server.route("/other.xml", body=rss(numbered_items(1, 2, host="other.example")))
+    project.write_params(SOURCES=[{"name": "blog", "url": server.url("/feed.xml")},
+                                  {"name": "other", "url": server.url("/other.xml")}])
+    project.run("--once", check=True)
+    files = {p.name: p.read_bytes() for p in project.staging.iterdir() if p.is_file()}
+
+    server.route("/feed.xml", body=rss(edited(items, 2, title="Item 2, corrected")))
+    dry = project.run("--dry-run", "--source", "blog")
+    assert dry.returncode == 0, dry.stderr
+    printed = [json.loads(line) for line in dry.stdout.splitlines()]
+    assert [(r["@table"], r.get("@update"), r["title"]) for r in printed] == [("items", True, "Item 2, corrected")]
+    assert "# blog: 3 records, 0 new would be staged, 1 as updates of stored rows (1 changed since the last " \
+           "poll)" in dry.stderr
+    assert {p.name: p.read_bytes() for p in project.staging.iterdir() if p.is_file()} == files  # nothing written
+
+    project.run("--once", "--source", "blog", check=True)  # what the dry run showed is what is stored
+    assert "blog  new 0  changed 1  duplicates 2" in project.log()
+    assert by_link(project.rows())["http://example.com/item/2"]["title"] == "Item 2, corrected"
+    assert project.run("--dry-run", "--source", "blog").stdout == ""  # stored now: nothing more to show
+
+
 def test_an_unchanged_feed_stages_nothing_again_and_a_lost_digest_file_changes_no_row(server, project):
     items = numbered_items(1, 5)
     server.route("/feed.xml", body=rss(items))

@@ -24,7 +24,7 @@ def flush_rows(tmp_path, db, records, updates="update"):  # noqa: F811
     flush deciding), unless `updates` is "ignore"; flush; return the flush's counts."""
     sink = open_sink(tmp_path / "staging", updates=updates)
     sink.stage_many([Batch(records, previous=None, updates=updates != "ignore")])
-    counts = sink.flush(db)
+    counts = sink.flush(db)[:3]  # versions: counted apart (test_the_versions_a_history_flush_keeps_are_counted)
     sink.close()
     return counts
 
@@ -91,7 +91,7 @@ def test_history_keeps_each_version_staged_between_two_flushes_once(tmp_path, db
     sink = open_sink(tmp_path / "staging", updates="history")
     for poll in polls if staged == "as polled" else polls[::-1]:
         sink.stage_many([Batch([poll], previous=None, updates=True)])
-    assert sink.flush(db) == (0, 2, 0)
+    assert sink.flush(db) == (0, 2, 0, 2)
     sink.close()
     assert [(s, when(c)) for s, c in select(db_url, "SELECT summary, changed FROM items")] \
         == [("15.00", "2026-11-01T12:00:00Z")]
@@ -111,3 +111,19 @@ def test_a_sources_own_mode_holds_for_its_rows_alone(tmp_path, db, db_url):  # n
     assert select(db_url, "SELECT source, title FROM items ORDER BY id") \
         == [("news", "edited"), ("frozen", "first"), ("shop", "edited")]
     assert select(db_url, "SELECT source, title FROM items_versions") == [("shop", "first")]
+
+
+def test_the_versions_a_history_flush_keeps_are_counted(tmp_path, db, db_url):  # noqa: F811
+    """UPDATES "history": the flush counts the earlier versions it copied, which are the edits only (a value
+    filled where there was none updates the row and keeps no version)."""
+    def flush(records):
+        sink = open_sink(tmp_path / "staging", updates="history")
+        sink.stage_many([Batch(records, previous=None, updates=True)])
+        try:
+            return sink.flush(db)
+        finally:
+            sink.close()
+
+    assert flush([entry(1), entry(2)]) == (2, 0, 0, 0)
+    assert flush([entry(1, summary="now with a summary"), entry(2, title="item 2, edited")]) == (0, 2, 0, 1)
+    assert select(db_url, "SELECT title FROM items_versions") == [("item 2",)]

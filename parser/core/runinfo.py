@@ -15,7 +15,7 @@ from .runs import RunLog
 
 FLUSHES_KEPT = 200
 COUNTERS = ("polls", "errors", "new", "duplicates", "not_modified", "fetch_bytes", "flushes",
-            "flush_failures", "flush_seconds", "rows_written", "control_requests")
+            "flush_failures", "flush_seconds", "rows_written", "rows_updated", "versions_written", "control_requests")
 
 
 def daemon_status_path(staging_dir: Path) -> Path:
@@ -42,8 +42,10 @@ class RunInfo:
             self.totals[name] = self.totals.get(name, 0) + amount
 
     def flushed(self, *, at: str, why: str, ok: bool, rows: int, already: int, seconds: float,
-                error: str | None = None) -> None:
-        self.add(flushes=1, flush_failures=0 if ok else 1, flush_seconds=seconds, rows_written=rows)
+                error: str | None = None, updated: int = 0, versions: int = 0) -> None:
+        """`rows` inserted, `updated` (entries edited at their source), `versions` of them kept (UPDATES "history")."""
+        self.add(flushes=1, flush_failures=0 if ok else 1, flush_seconds=seconds, rows_written=rows,
+                 rows_updated=updated, versions_written=versions)
         self.last_flush = {"at": at, "why": why, "ok": ok, "rows": rows, "already": already,
                            "seconds": round(seconds, 3), "error": error}
         if ok and not rows and not already:

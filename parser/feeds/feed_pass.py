@@ -77,9 +77,10 @@ class FeedPass:
         self.schedule = self._open_schedule(fetcher, named=named, dry_run=dry_run)
         # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
-        # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored)
-        # or a dry run.
-        remember = settings.dedup != "off" and not dry_run
+        # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored).
+        # A dry run reads them, so that it shows an edit as the update a real run would stage; its PrintSink
+        # takes none to save.
+        remember = settings.dedup != "off"
         try:
             self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
                                       settings.staging_dir / "hashes.txt")

@@ -140,9 +140,12 @@ class OutcomeTaker:
                 self.noted.add((source.name, note))
                 log.info("%s  %s", source.name, note)
         blocked = outcome.blocked  # dropped from parsed.records in the worker
-        self.sink.say(f"{source.name}: {len(parsed.records) + blocked} records, "
-                      + (f"{blocked} blocked, " if blocked else "") + f"{len(staged.new)} new would be staged")
-        self.sink.show(staged.new)  # --dry-run prints them; a real sink has staged them
+        # parsed.known: the entries left unread as the source's last poll had them (duplicates), records too
+        self.sink.say(f"{source.name}: {len(parsed.records) + len(parsed.known) + blocked} records, "
+                      + (f"{blocked} blocked, " if blocked else "") + f"{len(staged.new)} new would be staged"
+                      + (f", {len(staged.updates)} as updates of stored rows ({staged.changed} changed since the "
+                         "last poll)" if staged.updates else ""))
+        self.sink.show(staged.new, staged.updates)  # --dry-run prints them; a real sink has staged them
         log.info("%s  new %d%s  duplicates %d%s  %.2f s  %s", source.name, len(staged.new),
                  f"  changed {staged.changed}" if staged.changed else "", staged.duplicates,
                  blocked_text(blocked), outcome.seconds, parsed.kind,  # kind: what the body was found to be

@@ -235,9 +235,12 @@ class Pass2:
                              gone=tally["gone"], retry=tally["retry"], given_up=tally["dead"],
                              refused=tally["refused"], unmatched=tally["unmatched"], pending=counts["pending"],
                              empty_fields=dict(run.empty), seconds=round(seconds, 3), revisited=tally["revisited"],
-                             changed=tally["changed"], unchanged=tally["unchanged"], gone_rows=tally["gone_rows"])
+                             changed=tally["changed"], unchanged=tally["unchanged"], missed=tally["missed"],
+                             gone_rows=tally["gone_rows"], failed=tally["kept"])
+        # Each revisit in one bucket of _revisit_mark's: they add up to the number revisited.
         revisited = (f"; revisited {tally['revisited']}: {tally['changed']} changed, {tally['unchanged']} unchanged, "
-                     f"{tally['gone_rows']} rows gone, {tally['kept']} failed") if tally["revisited"] else ""
+                     f"{tally['missed']} missing (asked once more), {tally['gone_rows']} rows gone, "
+                     f"{tally['kept']} failed") if tally["revisited"] else ""
         if revisited and not tried:  # only done links fetched again (`refresh`): what became of them
             log.info("%s  pass 2: %s; %d pending  %.2f s", job.name, revisited[2:], counts["pending"], seconds,
                      extra=fields)
@@ -305,7 +308,7 @@ class Pass2:
         first = [o.record for o in ready if o.record is not None and o.revisit is None]
         again = [o.record for o in ready if o.record is not None and o.revisit is not None]
         fresh, updated = files.sink.stage_many([Batch(first), Batch(again, updates=files.updates != "ignore")])
-        files.sink.show(fresh.new + updated.new + updated.updates)  # --dry-run prints them; a Sink has staged them
+        files.sink.show(fresh.new + updated.new, updated.updates)  # --dry-run prints them; a Sink has staged them
         tally["new"] += len(fresh.new) + len(updated.new)
         tally["duplicates"] += fresh.duplicates
         marks = []
@@ -348,7 +351,8 @@ class Pass2:
 
     def _revisit_mark(self, files: JobFiles, outcome: ObjectOutcome, revisit: Revisit, tally: Counter[str]) -> Mark:
         """The mark of a done link fetched again: changed (staged), unchanged, missed (404/410; the second in a
-        row marks its row gone, noted for the flush before the link says so), or kept (any other failure)."""
+        row marks its row gone, noted for the flush before the link says so), or kept (any other failure).
+        Each is counted in one bucket of `tally`: changed, unchanged, missed, gone_rows or kept."""
         url, index = outcome.url, outcome.index
         tally["revisited"] += 1
         if outcome.record is not None:
@@ -367,6 +371,7 @@ class Pass2:
                 self.ctx.error(files, url, outcome.error or "gone", "gone at two visits in a row: its row is "
                                                                     "marked gone (kept, not deleted)")
             else:
+                tally["missed"] += 1
                 self.ctx.error(files, url, outcome.error or "gone", "asked once more before its row is marked gone")
             return Mark(url, "missed", outcome.error or "", index, **kept)
         tally["kept"] += 1

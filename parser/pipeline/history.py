@@ -22,7 +22,6 @@ from pathlib import Path
 from db.marks import spread_hashes
 from db.store import Database
 
-from ..core import logs
 from ..core.errors import HistoryMismatchError, StorageError
 from ..core.jsonfile import read_object, write_whole
 from ..core.urls import redact_url
@@ -82,8 +81,9 @@ class History:
                      self.rule["hash"], self.setting, self.rule["unique_fields"])
         if rules < RULES_VERSION and not self.read_only:
             for version in range(rules + 1, RULES_VERSION + 1):
-                logs.error_line("identity", str(self.hashes), f"identity rules {version} taken over from "
-                                f"{version - 1} (said once; nothing to do): {RULE_CHANGES[version]}")
+                # Nothing to do, so parser.log, not errors.log: an upgrade must not look like a failure.
+                log.info("%s: identity rules %d taken over from %d (said once; nothing to do): %s", self.hashes,
+                         version, version - 1, RULE_CHANGES[version])
         if saved != {**saved, **self.rule}:
             self._write({**saved, **self.rule})
 
@@ -95,6 +95,7 @@ class History:
         the flush says what is wrong with it."""
         older = self.missing_newest(db, table)
         if older is None:
+            self._tell_gone(db, table)
             return
         flushed = self.saved["flushed"]
         where = (f"{self.hashes} says its records were flushed into table {table} of {flushed.get('database')}, "
@@ -113,6 +114,29 @@ class History:
             f"be stored in this database. If this database is new or restored from a backup and should get "
             f"the entries again, move {self.away} away (the entries still in the feeds are stored again; rows "
             "it holds already are not doubled); if DB_URL names the wrong database, set it back")
+
+    def _tell_gone(self, db: Database, table: str) -> None:
+        """Some (not all: that is refused) of the newest rows flushed from these hashes are gone from the table,
+        deleted: their entries stay out, as the hashes remember them. Said once in parser.log, with the way
+        to store them again: the table as it is now becomes the mark, as after a flush."""
+        flushed = self.saved.get("flushed")
+        if self.hashes is None or self.read_only or not isinstance(flushed, dict) or flushed.get("table") != table:
+            return
+        marks = [m for m in flushed.get("newest") or () if isinstance(m, str)]
+        try:
+            gone = sum(not db.holds_any(table, [mark]) for mark in marks)
+        except StorageError:
+            return  # the flush says what is wrong with the database
+        if not gone:
+            return
+        # A job's links are done: they are fetched again only without their statuses.
+        way = f"move {self.away} away (the entries still in the feeds are staged again" if table == "items" else \
+            f"move {self.away} and {self.away.parent / 'links.status'} away (every link of the job is fetched again"
+        log.info("table %s: %d of the %d newest rows flushed from %s are gone from it (deleted since the last "
+                 "flush?). Their entries stay out: the hash file remembers them, so they are not staged again. To "
+                 "store them again, stop the daemon and %s; rows the table holds are not doubled); to keep them "
+                 "out, nothing to do (said once)", table, gone, len(marks), self.hashes.name, way)
+        self.flushed(db, table)
 
     def missing_newest(self, db: Database, table: str) -> int | None:
         """None when the database holds the mark of the last flush (or there is none, or it cannot be

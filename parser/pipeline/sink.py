@@ -50,6 +50,7 @@ class FlushCount(NamedTuple):
     written: int  # rows inserted
     updated: int  # rows an update changed (an entry edited at its source)
     already: int  # rows the table held as they were (a batch loaded again, an unchanged entry rechecked)
+    versions: int = 0  # earlier versions of updated rows copied into `<table>_versions` (UPDATES "history")
 
 
 class Batch(NamedTuple):
@@ -114,14 +115,22 @@ def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]
     return staged
 
 
-def print_records(records: Sequence[StagedRecord], out: TextIO, table: str) -> None:
+def print_records(records: Sequence[StagedRecord], out: TextIO, table: str,
+                  updates: Sequence[StagedRecord] = ()) -> None:
     """--dry-run's output: a record a line, as JSON, without the hash. "@table" first names the table
     it would go to (items, or a job's), as the records of several jobs share the stream; no column can
-    be named so (a job's columns are lowercase letters, digits and _)."""
-    for record in records:
-        shown = {"@table": table, **{k: v for k, v in record.items() if k != "hash"}}
+    be named so (a job's columns are lowercase letters, digits and _). `updates` (records stored before,
+    staged again to update their rows) follow, each with "@update": true. A missing value is null, as the
+    table (an empty cell is NULL) and `export` have it."""
+    for record, mark in [*((r, {}) for r in records), *((r, {"@update": True}) for r in updates)]:
+        shown = {"@table": table, **mark, **{k: _shown(v) for k, v in record.items() if k != "hash"}}
         print(json.dumps(shown, ensure_ascii=False), file=out)
     out.flush()
+
+
+def _shown(value: object) -> object:
+    # What the staging CSV writes as an empty cell (staging.py's cell_text), which the flush stores as NULL.
+    return None if value == "" or value == [] or value == {} else value
 
 
 class Sink:
@@ -175,15 +184,16 @@ class Sink:
         """
         assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
         self.staging.rotate()
-        written = updated = already = 0
+        written = updated = already = versions = 0
         for batch in self.staging.batches():
             loaded, rows = self._load(db, batch)
             os.remove(batch)
             written, updated = written + loaded.inserted, updated + loaded.updated
             already += rows - loaded.inserted - loaded.updated
+            versions += loaded.versions
         if written or already or updated:  # the mark of the database these hashes went into (pipeline/history.py)
             self.history.flushed(db, self.table)
-        return FlushCount(written, updated, already)
+        return FlushCount(written, updated, already, versions)
 
     def _load(self, db: Database, batch: Path) -> tuple[Loaded, int]:
         """Load one batch file; return (what was loaded, rows in it). PostgreSQL parses the file itself;
@@ -230,8 +240,9 @@ class Sink:
     def say(self, text: str) -> None:
         """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
 
-    def show(self, records: Sequence[StagedRecord]) -> None:
-        """A PrintSink prints the records that would be staged; a Sink has staged them."""
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None:
+        """A PrintSink prints the records that would be staged (new, and `updates` of stored rows); a Sink
+        has staged them."""
 
 
 class PrintSink:
@@ -278,8 +289,8 @@ class PrintSink:
         print(f"# {text}", file=notes)
         notes.flush()
 
-    def show(self, records: Sequence[StagedRecord]) -> None:
-        print_records(records, self.out, self.table)
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None:
+        print_records(records, self.out, self.table, updates)
 
 
 class RecordSink(Protocol):
@@ -305,7 +316,7 @@ class RecordSink(Protocol):
 
     def say(self, text: str) -> None: ...
 
-    def show(self, records: Sequence[StagedRecord]) -> None: ...
+    def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None: ...
 
 
 __all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "Staged", "StorageError"]
