@@ -19,6 +19,7 @@ from ..core.record import (
     looks_like_html,
     plain_text,
     safe_text,
+    summary_text,
     title_text,
 )
 from ..core.urls import canonical_url
@@ -221,7 +222,8 @@ def _detail_text(entry: Mapping[str, Any], name: str) -> str:
     decoded."""
     detail = entry.get(f"{name}_detail")
     kind = _text(detail.get("type")) if isinstance(detail, Mapping) else ""
-    return title_text(_text(entry.get(name)), "html" if "html" in kind else "text" if kind else "guess")
+    read = title_text if name == "title" else summary_text  # a summary or subtitle: a description
+    return read(_text(entry.get(name)), "html" if "html" in kind else "text" if kind else "guess")
 
 
 def _authors(entry: Mapping[str, Any]) -> str:

@@ -12,7 +12,16 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..core.errors import FetchError, ParseError
-from ..core.record import AdapterRecord, Enclosure, Record, clean_text, html_to_text, title_text, utc_iso
+from ..core.record import (
+    AdapterRecord,
+    Enclosure,
+    Record,
+    clean_text,
+    html_to_text,
+    summary_text,
+    title_text,
+    utc_iso,
+)
 from ..core.urls import canonical_url
 from .jsonfeed import load_json
 from .parsed import Parsed
@@ -131,7 +140,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
         "author": _author(pick("author")),
         "published": timestamp(pick("published")),
         "updated": timestamp(pick("updated")),
-        "summary": title_text(_scalar(pick("summary"))),
+        "summary": summary_text(_scalar(pick("summary"))),
         "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
         "categories": [_named(v, _TEXT_KEYS) for v in _listed(pick("categories"))],
         "enclosures": [_enclosure(v) for v in _listed(pick("enclosures"))],

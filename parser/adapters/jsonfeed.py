@@ -15,6 +15,7 @@ from ..core.record import (
     clean_text,
     html_to_text,
     looks_like_html,
+    summary_text,
     title_text,
     utc_iso,
 )
@@ -125,7 +126,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "author": _authors(item) or feed_author,
         "published": published,
         "updated": updated,
-        "summary": title_text(summary),
+        "summary": summary_text(summary),
         "content": content,
         "categories": [_text(t) for t in tags] if isinstance(tags, list) else [],
         "enclosures": _attachments(item.get("attachments")),
