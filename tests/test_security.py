@@ -10,11 +10,19 @@ params.py refuses literal secrets in `headers`: tokens come from environment var
 `auth`'s token_env, set here with monkeypatch for the daemon to inherit."""
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
+import psycopg
+import psycopg.rows
+import pytest
+
 from tests.feeds import numbered_items, rss
-from tests.process import free_port
+from tests.process import free_port, start_listening, stop, wait_for
+from tests.test_webhook import SECRET as HOOK_SECRET
+from tests.test_webhook import post
 
 SECRETS = {
     "bearer": "BearerSecret-4d1c0e",
@@ -142,3 +150,71 @@ def test_nothing_a_source_serves_puts_a_local_file_into_a_record(server, project
             assert LOCAL_MARKER.encode() not in path.read_bytes(), path.name
     assert LOCAL_MARKER not in everything_written(project, proc.stderr)
     assert "redirect to a non-HTTP address" in project.log("errors.log")
+
+
+# Addresses a reader's browser would run or open: an entry's link, picture, comments page or file is
+# never one of them, from any protocol.
+SCRIPT_LINKS = ("javascript:alert(document.domain)", "data:text/html,<script>alert(1)</script>",
+                " JAVASCRIPT:alert(2)", "java\tscript:alert(3)", "vbscript:msgbox(4)")
+RUNNABLE = re.compile(r'(?i)(href|src)="\s*(java\s*script|data|vbscript):')  # in content, in the export
+
+
+def script_items(kind: str) -> list[dict]:
+    return [{"id": f"{kind}-{n}", "url": link, "title": f"{kind} {n}", "image": link, "comments_url": link,
+             "attachments": [{"url": link, "mime_type": "audio/mpeg"}],
+             "content_html": f'<p><a href="{link}">a</a><img src="{link}"> {kind} {n}</p>'}
+            for n, link in enumerate(SCRIPT_LINKS)]
+
+
+def stored_rows(project, db_url: str | None) -> list[dict]:
+    if db_url is None:
+        return project.rows()
+    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as con:
+        return list(con.execute("SELECT * FROM items ORDER BY id"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request):
+    return None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+def test_no_protocol_stores_or_exports_a_javascript_or_data_link(server, project, db_url, monkeypatch):
+    escaped = [html.escape(link) for link in SCRIPT_LINKS]
+    server.route("/rss.xml", body=('<?xml version="1.0"?><rss version="2.0"><channel><title>r</title>' + "".join(
+        f"<item><title>rss {n}</title><guid>rss-{n}</guid><link>{link}</link><comments>{link}</comments>"
+        f'<enclosure url="{link}" type="audio/mpeg"/></item>' for n, link in enumerate(escaped))
+        + "</channel></rss>").encode())
+    server.route("/feed.json", content_type="application/feed+json", body=json.dumps(
+        {"version": "https://jsonfeed.org/version/1.1", "title": "j", "items": script_items("jsonfeed")}).encode())
+    server.route("/api.json", content_type="application/json",
+                 body=json.dumps({"data": script_items("api")}).encode())
+    monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+    port = free_port()
+    project.write_params(
+        DB_URL=db_url or "sqlite:///db/items.db", WEBHOOK_LISTEN=f"127.0.0.1:{port}", FLUSH_INTERVAL=3600,
+        POLL_INTERVAL=1,
+        SOURCES=[{"name": "rss", "url": server.url("/rss.xml")},
+                 {"name": "jsonfeed", "url": server.url("/feed.json")},
+                 {"name": "api", "protocol": "json_api", "url": server.url("/api.json"), "items": "data"},
+                 {"name": "hook", "protocol": "webhook", "path": "/hooks/h", "secret_env": "HOOK_SECRET",
+                  "items": "posts"}])
+    daemon = start_listening(project)
+    try:
+        answer = post(f"http://127.0.0.1:{port}/hooks/h", {"posts": script_items("hook")}, delivery="d-1")
+        assert answer.status_code == 202, answer.text
+        wait_for(lambda: min(server.hits.get(p, 0) for p in ("/rss.xml", "/feed.json", "/api.json")) > 1,
+                 "two polls of each source")
+    finally:
+        code = stop(daemon)
+    assert code == 0, project.log("critical.log")
+    rows = stored_rows(project, db_url)
+    assert sorted(r["guid"] for r in rows) == sorted(f"{kind}-{n}" for kind in ("rss", "jsonfeed", "api", "hook")
+                                                     for n in range(len(SCRIPT_LINKS)))  # every entry kept
+    addresses = [(r["guid"], r["link"], r["image"], r["comments"]) for r in rows]
+    assert [a for a in addresses if any(a[1:])] == []  # NULL, as RSS has always stored them
+    enclosures = [e["url"] for r in rows if r["enclosures"]
+                  for e in (r["enclosures"] if db_url else json.loads(r["enclosures"]))]
+    assert [url for url in enclosures if not url.startswith("http")] == []
+    assert [r["guid"] for r in rows if RUNNABLE.search(r["content"] or "")] == []
+    atom = project.run("export", "--format", "atom", check=True).stdout
+    assert atom.count("<entry>") == len(rows) and not RUNNABLE.search(atom)

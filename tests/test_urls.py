@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.core.urls import canonical_url, redact_url
+from parser.core.urls import canonical_url, entry_link, redact_url
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -63,3 +63,15 @@ def test_canonical_shortcut_cases(url):
     from parser.core.urls import _canonical
     for exact in (False, True):
         assert canonical_url(url, exact=exact) == _canonical(url, exact)
+
+
+@pytest.mark.parametrize("written", ["javascript:alert(1)", " JAVASCRIPT:alert(1)", "java\tscript:alert(1)",
+                                     "\x01javascript:x", "data:text/html,<script>", "vbscript:x", "file:///etc/passwd"])
+def test_an_entry_link_of_another_scheme_is_no_link(written):
+    assert entry_link(written) == ""
+
+
+@pytest.mark.parametrize("written, stored", [("HTTPS://Example.org/a", "https://example.org/a"),
+                                             ("/post/4", "/post/4"), ("2024:x", "2024:x")])
+def test_an_entry_link_over_http_or_relative_is_kept_canonical(written, stored):
+    assert entry_link(written) == stored

@@ -22,7 +22,7 @@ from ..core.record import (
     title_text,
     utc_iso,
 )
-from ..core.urls import canonical_url
+from ..core.urls import entry_link
 from .jsonfeed import load_json
 from .parsed import Parsed
 from .source_view import Auth, SourceView
@@ -131,7 +131,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
+    link = entry_link(link)  # parser/pipeline/identity.py decides what of it identifies; javascript: is none
     return {
         "source": source_name,
         "guid": guid or link,

@@ -41,6 +41,28 @@ _CANONICAL_ALREADY = re.compile(
     r"https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(/[A-Za-z0-9._~!$'()*+,=:@/-]*)(?:\?([A-Za-z0-9_.-]+)=[A-Za-z0-9_.-]*)?")
 
 
+# The scheme a browser reads in an address (the WHATWG URL standard): leading and trailing spaces and
+# control characters dropped, tabs and line breaks anywhere removed, so ` JAVA\tSCRIPT:` is javascript:.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_URL_EDGES = "".join(map(chr, range(0x21)))
+_TABS_AND_BREAKS = str.maketrans("", "", "\t\n\r")
+
+
+def foreign_scheme(url: str) -> bool:
+    """Whether `url` names a scheme other than http(s) (javascript:, data:, vbscript:, file:, mailto:):
+    an address a reader's browser would run or open rather than visit, never an entry's link."""
+    if url.startswith(("https://", "http://")):  # nearly every link: no scan
+        return False
+    scheme = _SCHEME.match(url.strip(_URL_EDGES).translate(_TABS_AND_BREAKS))
+    return scheme is not None and scheme[1].lower() not in _DEFAULT_PORTS
+
+
+def entry_link(url: str) -> str:
+    """An entry's link as adapters store it: canonical_url(url, exact=True), or "" when it names another
+    scheme than http(s) (foreign_scheme). A relative link stays as written, as it always has."""
+    return "" if foreign_scheme(url) else canonical_url(url, exact=True)
+
+
 def is_junk_param(name: str) -> bool:
     return bool(_TRACKING.match(name) or _SESSION.match(name))
 
