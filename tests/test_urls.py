@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.core.urls import canonical_url, entry_link, redact_url
+from parser.core.urls import canonical_url, entry_link, redact_url, restore_secrets
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -75,3 +75,15 @@ def test_an_entry_link_of_another_scheme_is_no_link(written):
                                              ("/post/4", "/post/4"), ("2024:x", "2024:x")])
 def test_an_entry_link_over_http_or_relative_is_kept_canonical(written, stored):
     assert entry_link(written) == stored
+
+
+def test_secrets_hidden_for_a_file_are_put_back_from_the_configured_address():
+    configured = "https://reader:pa%40ss@feeds.example/feed?token=T0k&lang=en"
+    moved = "https://reader:pa%40ss@new.example/v2/feed?lang=en&token=T0k"
+    saved = redact_url(moved)
+    assert saved == "https://***@new.example/v2/feed?lang=en&token=***"
+    assert restore_secrets(saved, configured) == moved
+    assert restore_secrets("https://new.example/plain?a=1", configured) == "https://new.example/plain?a=1"
+    # what the configured address does not hold cannot come back: that address is not used again
+    assert restore_secrets(redact_url("https://new.example/f?session=s1"), configured) is None
+    assert restore_secrets(saved, "https://feeds.example/feed?token=T0k") is None

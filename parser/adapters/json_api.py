@@ -238,6 +238,17 @@ def auth_params(source: SourceView) -> dict[str, str]:
     return {auth.param: _token(auth)} if auth is not None and auth.param else {}
 
 
+def without_auth_params(url: str, source: SourceView) -> str:
+    """`url` without the source's `auth` query parameter: an address the source moved to, kept without
+    the token the request carried (every request adds it afresh from the environment)."""
+    auth = source.auth
+    if auth is None or not auth.param or "?" not in url:
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != auth.param]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+
+
 def same_origin(a: str, b: str) -> bool:
     """Credentials go only where the source's own address is: a `next` link elsewhere is not followed."""
     pa, pb = urlsplit(a), urlsplit(b)

@@ -152,6 +152,32 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def restore_secrets(saved: str, configured: str) -> str | None:
+    """An address as a file holds it (redact_url: userinfo and secret-looking query values hidden) with
+    what was hidden put back from `configured`, the source's address as params.py gives it: its userinfo,
+    and each hidden query value by its name. None when something hidden is not there to put back (a
+    token read from the environment, one the server added): that address cannot be used again."""
+    if HIDDEN not in saved:
+        return saved
+    try:
+        parts, known = urlsplit(saved), urlsplit(configured)
+    except ValueError:
+        return None
+    netloc = parts.netloc
+    if netloc.startswith(HIDDEN + "@"):
+        if "@" not in known.netloc:
+            return None
+        netloc = known.netloc.rsplit("@", 1)[0] + netloc[len(HIDDEN):]
+    query = parts.query
+    if HIDDEN in query:
+        values = dict(parse_qsl(known.query, keep_blank_values=True))
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(v == HIDDEN and k not in values for k, v in pairs):
+            return None
+        query = urlencode([(k, values[k] if v == HIDDEN else v) for k, v in pairs])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def _redact_db_url(url: str) -> str | None:
     """`url` as SQLAlchemy parses it, user, password and secret-looking query values hidden; None
     when it is no URL SQLAlchemy reads or it holds none of these (it is then shown as written)."""
@@ -175,3 +201,4 @@ def _redact_db_url(url: str) -> str | None:
 
 
 _SECRET_PARAM = re.compile(r"token|key|secret|pass|auth|sig|session|code", re.IGNORECASE)
+HIDDEN = "***"  # what redact_url writes in place of a secret
