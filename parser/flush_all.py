@@ -123,8 +123,10 @@ class SourcesWriter:
 
     @staticmethod
     def row(source: Source, state: SourceState, feed: FeedInfo | None) -> dict:
-        row = {"name": source.name, "url": source.url, "protocol": source.protocol, "tags": list(source.tags),
-               "address": state.address() if state.address() != source.url else None,
+        # Addresses as the logs and state.json show them (redact_url): no password or token in the table.
+        row = {"name": source.name, "url": redact_url(source.url), "protocol": source.protocol,
+               "tags": list(source.tags),
+               "address": redact_url(state.address()) if state.address() != source.url else None,
                "title": feed.title if feed else None, "site": feed.link if feed else None,
                "description": feed.description if feed else None, "language": feed.language if feed else None}
         if state.last_poll is None:  # never polled, as far as this daemon knows: its state is not known

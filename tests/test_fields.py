@@ -3,6 +3,9 @@ the shapes real ones have, served from 127.0.0.1 through the daemon (rows read f
 the logs) or through parse_body where a daemon run adds nothing."""
 from __future__ import annotations
 
+import json
+from html import escape
+
 from parser.adapters import feed, parse_body
 from parser.adapters.json_api import timestamp
 from parser.adapters.source_view import JsonApi
@@ -141,6 +144,37 @@ ATOM_AUTHORS = """<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>
 <author><name>Ann Lee</name><email>ann@example.org</email></author><author><name>Bob Ray</name></author></entry>
 <entry><title>no name</title><id>x2</id><link href="https://example.org/x2"/>
 <author><email>only@example.org</email></author></entry></feed>"""
+
+
+# As rss-parser's encoding.rss (jn.pt) writes every description: text, then an escaped FeedBurner pixel;
+# and UOL's (uolNoticias.rss): an escaped <img align="left"> before the text. No end tag, no entity.
+PIXEL = '<img src="http://feeds.feedburner.com/~r/jn/ultimas/~4/x1" height="1" width="1" alt=""/>'
+UOL = '<img align="left" src="http://img.uol.example/2.jpg" border="0" >Texto da UOL'
+PIXEL_RSS = f"""<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>JN</title>
+<link>http://www.jn.pt/</link><description>d</description>
+<item><title>one</title><link>http://www.jn.pt/1</link>
+<description>Texto da noticia.{escape(PIXEL)}</description></item>
+<item><title>two</title><link>http://www.jn.pt/2</link>
+<description>{escape(UOL)}</description></item>
+<item><title>three</title><link>http://www.jn.pt/3</link><description>Linha um&lt;br&gt;linha dois</description></item>
+<item><title>four</title><link>http://www.jn.pt/4</link><description>if a &lt; b and c &gt; d</description></item>
+</channel></rss>"""
+
+
+def test_a_description_with_only_an_img_or_a_br_is_html():
+    records = parse(PIXEL_RSS).records
+    assert [(r["summary"], r["content"]) for r in records] == [
+        ("Texto da noticia.", 'Texto da noticia.<img src="http://feeds.feedburner.com/~r/jn/ultimas/~4/x1" '
+                              'height="1" width="1" alt="">'),
+        ("Texto da UOL", '<img src="http://img.uol.example/2.jpg">Texto da UOL'),
+        ("Linha um linha dois", "Linha um<br>linha dois"),
+        ("if a < b and c > d", "")]  # no tag at all: the characters
+    items = [{"id": str(i), "url": f"https://j.example/{i}", "summary": f"Texto {i}.{PIXEL}"} for i in (1, 2)]
+    feed = json.dumps({"version": "https://jsonfeed.org/version/1.1", "title": "J", "items": items})
+    api = parse(json.dumps({"data": items}), content_type="application/json", protocol="json_api",
+                api=JsonApi(items="data"))
+    for record in [*parse(feed, content_type="application/feed+json").records, *api.records]:
+        assert record["summary"] == f"Texto {record['guid']}." and "<img" not in record["summary"]
 
 
 def test_every_author_by_name(server, project):

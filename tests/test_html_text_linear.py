@@ -35,7 +35,9 @@ def test_an_untyped_description_is_html_for_content_and_summary_alike():
     without its ";" and on an end tag with attributes: "Price &#36 5" became the summary "Price $ 5"
     while its content stayed empty."""
     cases = {"Price &#36 5": ("Price &#36 5", ""), "a </p class='x'> b": ("a </p class='x'> b", ""),
-             "Use <br> sparingly": ("Use <br> sparingly", ""), "Tom &amp; Jerry": ("Tom & Jerry", "Tom &amp; Jerry"),
+             # a void element is markup (feedparser takes every RSS description for HTML): a <br> breaks the line
+             "Use <br> sparingly": ("Use sparingly", "Use <br> sparingly"),
+             "a < b > c": ("a < b > c", ""), "Tom &amp; Jerry": ("Tom & Jerry", "Tom &amp; Jerry"),
              "<b>bold</b> words": ("bold words", "<b>bold</b> words"), "x &#36; y": ("x $ y", "x $ y")}
     for description, (summary, content) in cases.items():
         body = ('<?xml version="1.0"?><rss version="2.0"><channel><title>t</title><item><title>one</title>'

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parser.core.urls import canonical_url, redact_url
+from parser.core.urls import canonical_url, entry_link, redact_url, restore_secrets
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -63,3 +63,27 @@ def test_canonical_shortcut_cases(url):
     from parser.core.urls import _canonical
     for exact in (False, True):
         assert canonical_url(url, exact=exact) == _canonical(url, exact)
+
+
+@pytest.mark.parametrize("written", ["javascript:alert(1)", " JAVASCRIPT:alert(1)", "java\tscript:alert(1)",
+                                     "\x01javascript:x", "data:text/html,<script>", "vbscript:x", "file:///etc/passwd"])
+def test_an_entry_link_of_another_scheme_is_no_link(written):
+    assert entry_link(written) == ""
+
+
+@pytest.mark.parametrize("written, stored", [("HTTPS://Example.org/a", "https://example.org/a"),
+                                             ("/post/4", "/post/4"), ("2024:x", "2024:x")])
+def test_an_entry_link_over_http_or_relative_is_kept_canonical(written, stored):
+    assert entry_link(written) == stored
+
+
+def test_secrets_hidden_for_a_file_are_put_back_from_the_configured_address():
+    configured = "https://reader:pa%40ss@feeds.example/feed?token=T0k&lang=en"
+    moved = "https://reader:pa%40ss@new.example/v2/feed?lang=en&token=T0k"
+    saved = redact_url(moved)
+    assert saved == "https://***@new.example/v2/feed?lang=en&token=***"
+    assert restore_secrets(saved, configured) == moved
+    assert restore_secrets("https://new.example/plain?a=1", configured) == "https://new.example/plain?a=1"
+    # what the configured address does not hold cannot come back: that address is not used again
+    assert restore_secrets(redact_url("https://new.example/f?session=s1"), configured) is None
+    assert restore_secrets(saved, "https://feeds.example/feed?token=T0k") is None

@@ -47,6 +47,16 @@ def test_the_link_is_the_http_alternate_and_feedburner_orig_link_wins():
     assert [r["link"] for r in records] == ["https://bsky.example/1", "https://blog.example/real", ""]
 
 
+def test_content_encoded_is_read_under_the_content_namespace_without_its_last_slash():
+    """Podcast feeds declare http://purl.org/rss/1.0/modules/content (no slash); feedparser reads it."""
+    for namespace in ("http://purl.org/rss/1.0/modules/content", "https://purl.org/rss/1.0/modules/content"):
+        body = rss('<item><title>a</title><guid>g</guid><description>Short</description>'
+                   '<content:encoded><![CDATA[<p>Show notes</p>]]></content:encoded></item>',
+                   namespaces=f'xmlns:content="{namespace}"')
+        (record,) = parsed(body).records
+        assert (record["summary"], record["content"]) == ("Short", "<p>Show notes</p>")
+
+
 def test_title_is_decoded_exactly_once_by_its_type():
     records = parsed(atom('<entry><id>1</id><title type="html">Why &amp;lt;template&amp;gt; beats innerHTML'
                           '</title></entry><entry><id>2</id><title type="text">Use &lt;br&gt; sparingly</title></entry>'

@@ -23,7 +23,7 @@ from ..core.errors import ParseError
 from ..core.record import record_digest
 from . import feed, json_api, jsonfeed, xmlfeed
 from .parsed import FALLBACK, FeedInfo, Parsed, Select, newest, select_newest
-from .sanitize import finish_record
+from .sanitize import finish_record, stored_link
 from .source_view import SourceView
 
 __all__ = ["ADAPTERS", "FALLBACK", "Adapter", "FeedInfo", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
@@ -114,7 +114,9 @@ def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[st
     if limit is not None and len(records) > limit:
         records = newest(records, limit)
     if select is not None and not adapter.limited:
-        ids = [{**{name: str(r.get(name) or "") for name in ("source", "guid", "link")}, "digest": record_digest(r)}
+        # The link as finish_record will store it: identity keys, and the first read keeps, this one.
+        ids = [{"source": str(r.get("source") or ""), "guid": str(r.get("guid") or ""),
+                "link": stored_link(r.get("link")), "digest": record_digest(r)}
                for r in records]
         wanted = select(ids, parsed.home)
         records = [r for r, want in zip(records, wanted, strict=True) if want]

@@ -19,9 +19,10 @@ from ..core.record import (
     looks_like_html,
     plain_text,
     safe_text,
+    summary_text,
     title_text,
 )
-from ..core.urls import canonical_url
+from ..core.urls import entry_link
 from ..fetch.charset import to_utf8
 from .parsed import FeedInfo, Parsed
 from .sanitize import absolute_url, enclosure_length, language_tag
@@ -120,7 +121,7 @@ def _record(entry: Mapping[str, Any], source_name: str, fetched: str, *, rss: bo
     link = _alternate_link(entry)
     if not link and rss and entry.get("guidislink") and _is_http(guid):
         link = guid  # an RSS <guid> is a permalink unless isPermaLink="false"; Atom ids never are
-    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
+    link = entry_link(link)  # parser/pipeline/identity.py decides what of it identifies; javascript: is none
     published, zoned = _published(entry)
     if not zoned and notes is not None:
         notes.add(NO_ZONE_NOTE)
@@ -222,7 +223,8 @@ def _detail_text(entry: Mapping[str, Any], name: str) -> str:
     decoded."""
     detail = entry.get(f"{name}_detail")
     kind = _text(detail.get("type")) if isinstance(detail, Mapping) else ""
-    return title_text(_text(entry.get(name)), "html" if "html" in kind else "text" if kind else "guess")
+    read = title_text if name == "title" else summary_text  # a summary or subtitle: a description
+    return read(_text(entry.get(name)), "html" if "html" in kind else "text" if kind else "guess")
 
 
 def _authors(entry: Mapping[str, Any]) -> str:

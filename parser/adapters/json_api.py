@@ -14,8 +14,17 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..core.dates import read_date
 from ..core.errors import FetchError, ParseError
-from ..core.record import AdapterRecord, Enclosure, Record, clean_text, html_to_text, title_text, utc_iso
-from ..core.urls import canonical_url
+from ..core.record import (
+    AdapterRecord,
+    Enclosure,
+    Record,
+    clean_text,
+    html_to_text,
+    summary_text,
+    title_text,
+    utc_iso,
+)
+from ..core.urls import entry_link
 from .jsonfeed import load_json
 from .parsed import Parsed
 from .source_view import Auth, SourceView
@@ -125,7 +134,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
     link = _scalar(pick("link"))
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
+    link = entry_link(link)  # parser/pipeline/identity.py decides what of it identifies; javascript: is none
     return {
         "source": source_name,
         "guid": guid or link,
@@ -134,7 +143,7 @@ def record_from(item: Mapping[str, Any], mapping: Mapping[str, str], source_name
         "author": _author(pick("author")),
         "published": timestamp(pick("published")),
         "updated": timestamp(pick("updated")),
-        "summary": title_text(_scalar(pick("summary"))),
+        "summary": summary_text(_scalar(pick("summary"))),
         "content": _scalar(pick("content")),  # sanitized with every record in adapters.finish
         "categories": [_named(v, _TEXT_KEYS) for v in _listed(pick("categories"))],
         "enclosures": [_enclosure(v) for v in _listed(pick("enclosures"))],
@@ -236,6 +245,17 @@ def request_headers(source: SourceView) -> dict[str, str]:
 def auth_params(source: SourceView) -> dict[str, str]:
     auth = source.auth
     return {auth.param: _token(auth)} if auth is not None and auth.param else {}
+
+
+def without_auth_params(url: str, source: SourceView) -> str:
+    """`url` without the source's `auth` query parameter: an address the source moved to, kept without
+    the token the request carried (every request adds it afresh from the environment)."""
+    auth = source.auth
+    if auth is None or not auth.param or "?" not in url:
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != auth.param]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
 
 
 def same_origin(a: str, b: str) -> bool:

@@ -15,10 +15,11 @@ from ..core.record import (
     clean_text,
     html_to_text,
     looks_like_html,
+    summary_text,
     title_text,
     utc_iso,
 )
-from ..core.urls import canonical_url
+from ..core.urls import entry_link
 from .parsed import FeedInfo, Parsed
 from .sanitize import absolute_url, language_tag
 from .source_view import SourceView
@@ -107,7 +108,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
     guid = _text(item.get("id"))  # 1.0 feeds sometimes give a number; the spec says a string
     if not link and guid.startswith(("http://", "https://")):
         link = guid
-    link = canonical_url(link, exact=True)  # parser/pipeline/identity.py decides what of it identifies
+    link = entry_link(link)  # parser/pipeline/identity.py decides what of it identifies; javascript: is none
     summary = _text(item.get("summary"))
     content = _text(item.get("content_html"))
     if not content and _text(item.get("content_text")):
@@ -125,7 +126,7 @@ def _record(item: Mapping[str, Any], feed_author: str, source_name: str, fetched
         "author": _authors(item) or feed_author,
         "published": published,
         "updated": updated,
-        "summary": title_text(summary),
+        "summary": summary_text(summary),
         "content": content,
         "categories": [_text(t) for t in tags] if isinstance(tags, list) else [],
         "enclosures": _attachments(item.get("attachments")),

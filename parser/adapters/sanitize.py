@@ -15,6 +15,7 @@ from urllib.parse import urljoin
 import nh3
 
 from ..core.record import LIST_FIELDS, RECORD_FIELDS, Record, clean_text, plain_text, safe_text
+from ..core.urls import foreign_scheme
 from .nesting import MAX_DEPTH, flattened, nesting_depth
 
 TITLE_MAX = 500
@@ -80,8 +81,9 @@ def _cleaner(base: str) -> nh3.Cleaner:
 
 def finish_record(record: Mapping[str, Any]) -> Record:
     """The record as it is stored: every field present (text, or a list for LIST_FIELDS), title capped,
-    content sanitized, the address fields (URL_FIELDS, enclosures' urls) absolute http(s) or "". A
-    record's optional `base` (not stored) is the address its relative links are relative to."""
+    content sanitized, the address fields (URL_FIELDS, enclosures' urls) absolute http(s) or "", the
+    link "" when it names another scheme (javascript:, data:). A record's optional `base` (not stored)
+    is the address its relative links are relative to."""
     base = str(record.get("base") or "")
     out: dict[str, Any] = {}
     for name in RECORD_FIELDS:
@@ -94,12 +96,21 @@ def finish_record(record: Mapping[str, Any]) -> Record:
             out[name] = _clean_list(value)
         elif name in URL_FIELDS:
             out[name] = absolute_url(clean_text(value), base)
+        elif name == "link":
+            out[name] = stored_link(value)
         else:
             out[name] = clean_text(value)
     # The adapter has read the title as text already (record.title_text: HTML decoded once, by its
     # declared or guessed type); reading it as HTML again here would drop a `<template>` it decoded.
     out["title"] = plain_text(out["title"])[:TITLE_MAX]
     return cast(Record, out)
+
+
+def stored_link(value: Any) -> str:
+    """An entry's link as stored: the adapters' own rule (urls.entry_link) held for every record, so
+    that no protocol stores a javascript: or data: address as a link."""
+    link = clean_text(value)
+    return "" if foreign_scheme(link) else link
 
 
 # Fields that hold one address: kept absolute (a relative one resolved against the record's base).

@@ -42,6 +42,9 @@ RSS10 = "http://purl.org/rss/1.0/"
 RSS090 = "http://my.netscape.com/rdf/simple/0.9/"
 USERLAND = "http://backend.userland.com/rss2"  # RSS 2.0 in a namespace, as some 2000s servers wrote it
 CONTENT = "http://purl.org/rss/1.0/modules/content/"
+# The same without its last slash, as some podcast feeds declare it; feedparser reads content:encoded
+# under any namespace its prefix is bound to, so this one too.
+CONTENT_BARE = "http://purl.org/rss/1.0/modules/content"
 DC = "http://purl.org/dc/elements/1.1/"
 DCTERMS = "http://purl.org/dc/terms/"
 MEDIA = "http://search.yahoo.com/mrss/"
@@ -64,7 +67,7 @@ for _ns in ("", RSS10, RSS090, USERLAND):
 for _ns in (ATOM10, ATOM03):
     TAGS.update({f"{{{_ns}}}{k}": v for k, v in _ATOM_CORE.items()})
 TAGS.update({
-    f"{{{CONTENT}}}encoded": "encoded",
+    f"{{{CONTENT}}}encoded": "encoded", f"{{{CONTENT_BARE}}}encoded": "encoded",
     f"{{{DC}}}creator": "creator", f"{{{DC}}}author": "creator", f"{{{DC}}}date": "updated",
     f"{{{DC}}}title": "dctitle", f"{{{DC}}}description": "dcdescription",
     f"{{{DCTERMS}}}issued": "published", f"{{{DCTERMS}}}modified": "updated", f"{{{DCTERMS}}}created": "created",

@@ -86,6 +86,9 @@ _SPACES = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")  # _CONTROL or a lone surrogate
 _HTMLISH = re.compile(r"</[A-Za-z][\w-]*\s*>|&(?:#\d+|#x[0-9A-Fa-f]+|[A-Za-z][A-Za-z0-9]*);")
+# An element that never closes, so that the guess above misses it: a description that is text and a
+# tracking pixel (`... <img src="http://feeds.feedburner.com/~r/..." />`) or lines broken by <br>.
+_VOID_TAG = re.compile(r"<(?:img|br|hr)(?:\s[^<>]*)?/?>", re.IGNORECASE)
 # In a Python str a surrogate code point is always a lone one (a pair is one character): JSON escapes
 # like "\udc80" and surrogateescape'd bytes make them. No UTF-8 file and no database can hold one.
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -149,14 +152,30 @@ def plain_text(value: Any) -> str:
 
 
 def looks_like_html(text: str) -> bool:
-    """feedparser's guess for text whose type nobody declared (RSS, JSON): a closing tag or an entity
-    reference makes it HTML; a lone `<br>` or `a < b` in a title is taken as the characters."""
+    """The guess for a description, summary or body whose type nobody declared (RSS, JSON): a closing
+    tag, an entity reference or a void element (`<img ...>`, `<br>`, `<hr>`) makes it HTML. feedparser
+    takes every RSS description for HTML; a guess keeps `a < b` the characters it is."""
+    return bool(_HTMLISH.search(text)) or ("<" in text and _VOID_TAG.search(text) is not None)
+
+
+def title_looks_like_html(text: str) -> bool:
+    """feedparser's guess for a title whose type nobody declared: a closing tag or an entity reference
+    makes it HTML; a lone `<br>` or `a < b` in a title is taken as the characters."""
     return bool(_HTMLISH.search(text))
 
 
 def title_text(value: Any, kind: str = "guess") -> str:
-    """A title (or summary) decoded exactly once: kind "html" is HTML to read as text, "text" is plain
-    already, "guess" (no type given) is HTML only when it looks like HTML."""
+    """A title decoded exactly once: kind "html" is HTML to read as text, "text" is plain already,
+    "guess" (no type given) is HTML only when it looks like HTML (title_looks_like_html)."""
+    text = clean_text(value)
+    if kind == "html" or (kind == "guess" and title_looks_like_html(text)):
+        return html_to_text(text)
+    return plain_text(text)
+
+
+def summary_text(value: Any, kind: str = "guess") -> str:
+    """A summary as text, decoded exactly once as title_text does; an untyped one is HTML when it looks
+    like a description's HTML (looks_like_html: a lone <img> or <br> counts)."""
     text = clean_text(value)
     if kind == "html" or (kind == "guess" and looks_like_html(text)):
         return html_to_text(text)

@@ -41,6 +41,28 @@ _CANONICAL_ALREADY = re.compile(
     r"https?://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(/[A-Za-z0-9._~!$'()*+,=:@/-]*)(?:\?([A-Za-z0-9_.-]+)=[A-Za-z0-9_.-]*)?")
 
 
+# The scheme a browser reads in an address (the WHATWG URL standard): leading and trailing spaces and
+# control characters dropped, tabs and line breaks anywhere removed, so ` JAVA\tSCRIPT:` is javascript:.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_URL_EDGES = "".join(map(chr, range(0x21)))
+_TABS_AND_BREAKS = str.maketrans("", "", "\t\n\r")
+
+
+def foreign_scheme(url: str) -> bool:
+    """Whether `url` names a scheme other than http(s) (javascript:, data:, vbscript:, file:, mailto:):
+    an address a reader's browser would run or open rather than visit, never an entry's link."""
+    if url.startswith(("https://", "http://")):  # nearly every link: no scan
+        return False
+    scheme = _SCHEME.match(url.strip(_URL_EDGES).translate(_TABS_AND_BREAKS))
+    return scheme is not None and scheme[1].lower() not in _DEFAULT_PORTS
+
+
+def entry_link(url: str) -> str:
+    """An entry's link as adapters store it: canonical_url(url, exact=True), or "" when it names another
+    scheme than http(s) (foreign_scheme). A relative link stays as written, as it always has."""
+    return "" if foreign_scheme(url) else canonical_url(url, exact=True)
+
+
 def is_junk_param(name: str) -> bool:
     return bool(_TRACKING.match(name) or _SESSION.match(name))
 
@@ -130,6 +152,32 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def restore_secrets(saved: str, configured: str) -> str | None:
+    """An address as a file holds it (redact_url: userinfo and secret-looking query values hidden) with
+    what was hidden put back from `configured`, the source's address as params.py gives it: its userinfo,
+    and each hidden query value by its name. None when something hidden is not there to put back (a
+    token read from the environment, one the server added): that address cannot be used again."""
+    if HIDDEN not in saved:
+        return saved
+    try:
+        parts, known = urlsplit(saved), urlsplit(configured)
+    except ValueError:
+        return None
+    netloc = parts.netloc
+    if netloc.startswith(HIDDEN + "@"):
+        if "@" not in known.netloc:
+            return None
+        netloc = known.netloc.rsplit("@", 1)[0] + netloc[len(HIDDEN):]
+    query = parts.query
+    if HIDDEN in query:
+        values = dict(parse_qsl(known.query, keep_blank_values=True))
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(v == HIDDEN and k not in values for k, v in pairs):
+            return None
+        query = urlencode([(k, values[k] if v == HIDDEN else v) for k, v in pairs])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def _redact_db_url(url: str) -> str | None:
     """`url` as SQLAlchemy parses it, user, password and secret-looking query values hidden; None
     when it is no URL SQLAlchemy reads or it holds none of these (it is then shown as written)."""
@@ -153,3 +201,4 @@ def _redact_db_url(url: str) -> str | None:
 
 
 _SECRET_PARAM = re.compile(r"token|key|secret|pass|auth|sig|session|code", re.IGNORECASE)
+HIDDEN = "***"  # what redact_url writes in place of a secret

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..adapters import Parsed
+from ..adapters.json_api import without_auth_params
 from ..adapters.parsed import FeedInfo
 from ..core import logs
 from ..core.dates import iso
@@ -194,7 +195,8 @@ class OutcomeTaker:
             state.feed_url = parsed.feed_url
             log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
                      redact_url(parsed.feed_url))
-        moved_to = result.moved_to or ""
+        # The request's auth param (json_api) is no part of the address: no token is kept in the state.
+        moved_to = without_auth_params(result.moved_to or "", source)
         step = state.redirected(moved_to)  # "" (not moved) is neither step
         if step == "once":
             logs.error_line(source.name, state.address(), f"moved permanently to {redact_url(moved_to)};"

@@ -23,7 +23,7 @@ from ..core.urls import redact_url
 from ..fetch.ratelimit import Rate, RateLimits, pause
 from ..settings.params import Settings, Source
 from ..sources.protocols import polled
-from ..sources.state import SourceState, load_state, state_of
+from ..sources.state import SourceState, load_state, on_disk, state_of
 
 log = logging.getLogger("parser")
 # Not written to the shared row: due times are the daemon's schedule clock, the row's due_at is the
@@ -75,7 +75,8 @@ class SharedSchedule:
     def set_sources(self, sources: Iterable[Source]) -> None:
         """At start and after SIGHUP: this daemon polls `sources`; the table gets all of params.py's."""
         self.sources = {s.name: s for s in sources}
-        self.coord.sync_sources(((s.name, s.url, s.interval, s.enabled) for s in polled(self.every())),
+        # Each url as state.json writes it (on_disk): no password or token in the group's table.
+        self.coord.sync_sources(((s.name, redact_url(s.url), s.interval, s.enabled) for s in polled(self.every())),
                                 alive=self._alive())
         self._seen_at, self._group = time.monotonic(), None
         self._compare_files()
@@ -179,7 +180,7 @@ class SharedSchedule:
             # Abandoned by a stop: its request may have reached the server, so it counts as a poll
             # for the group's spacing (the next one, by any daemon, brings what this one missed).
             due_in = source.interval
-        shared = {k: v for k, v in vars(state).items() if k not in LOCAL_FIELDS}
+        shared = {k: v for k, v in on_disk(state).items() if k not in LOCAL_FIELDS}
         self.finished.append((source.name, shared, due_in, state.not_before - now))
         if self._out and time.monotonic() - self.claimed_at > self.settings.shared_lease / 3:
             # A long cycle (rate waits, full text, a slow server within DEADLINE): the sources still

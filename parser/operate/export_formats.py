@@ -16,6 +16,7 @@ from lxml import etree
 
 from .. import __version__
 from ..core.dates import utc_iso
+from ..core.urls import foreign_scheme
 from ..pipeline.staging import cell_text as staging_cell  # the staging CSV's spreadsheet-safe rule, kept one
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -147,6 +148,8 @@ def _first_time(row: dict, names: Sequence[str]) -> str:
 
 
 def _link(entry: etree._Element, rel: str, href: str, kind: str = "", length: str = "") -> None:
+    if foreign_scheme(href):  # a javascript: link an earlier version stored: a reader would run it
+        return
     link = etree.SubElement(entry, "link", rel=rel, href=href)
     if kind:
         link.set("type", kind)

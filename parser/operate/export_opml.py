@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..settings.params import Settings, Source
 from ..sources.opml import FeedOutline, write_opml
 from ..sources.protocols import opml_sources
-from ..sources.state import SourceState
+from ..sources.state import SourceState, for_source
 from .status import source_states
 
 
@@ -15,7 +15,8 @@ def feed_outline(source: Source, state: SourceState | None) -> FeedOutline:
     """One source as an outline. A feed found on the page at the source's url (state.json's feed_url)
     is what the daemon polls and what a reader needs: it is xmlUrl, and the page is htmlUrl. A state
     kept for another url is not this source's (the daemon drops it too)."""
-    found = state.feed_url if state is not None and state.url == source.url else ""
+    state = for_source(state, source.url)
+    found = state.feed_url if state is not None else ""
     return FeedOutline(name=source.name, url=found or source.url, tags=source.tags, enabled=source.enabled,
                        page=source.url if found else "")
 

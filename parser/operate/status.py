@@ -26,7 +26,7 @@ from ..pipeline.hash_window import marks_path, read_marks, size_text
 from ..pipeline.staging import batch_files, count_rows
 from ..settings.params import Settings, Source
 from ..sources.protocols import PROTOCOLS, protocol_of
-from ..sources.state import SourceState, read_states
+from ..sources.state import SourceState, for_source, read_states
 from .control import daemon_pid
 from .status_view import (
     DaemonStatus,
@@ -169,7 +169,8 @@ def _hash_file(table: str, path: Path, algorithm: str, now: float) -> HashFile:
 
 
 def _source_view(source: Source, state: SourceState | None, settings: Settings, now: float) -> SourceStatus:
-    if state is None or state.url != source.url:
+    state = for_source(state, source.url)
+    if state is None:
         state = SourceState(url=source.url)  # the daemon drops a state whose address changed, too
     kind, label = _state_of(source, state, settings, now)
     next_poll = None  # a webhook is never polled; a disabled source is not now

@@ -36,7 +36,7 @@ CACHE_LINKS = 50_000  # canonical forms remembered: a steady poll sees the same 
 # The version of the rules that make a record's key (this module and parser/core/urls.py): a change that
 # gives a record another key than before bumps it, and says here what it does to a hash file made by
 # the version before (parser/pipeline/history.py records the version beside each hash file and tells it at start).
-RULES_VERSION = 3
+RULES_VERSION = 4
 RULE_CHANGES = {
     2: "links keep their ref, sid, referrer and spm parameters, which can name an entry (deal.php?ref=17, "
        "PHP-Nuke's article&sid=123): an entry whose link carries one and is still in its feed is stored "
@@ -45,6 +45,10 @@ RULE_CHANGES = {
        "name=%EF%BF%BD%EF%BF%BD, and %82%A2 taken for the same entry), and a link written with decomposed "
        "accents (NFD) is keyed as its composed (NFC) spelling: such an entry still in its feed is stored "
        "once more, under its right link; every other link keeps its key",
+    4: "a link of another scheme than http(s) (javascript:, data:) is no link (JSON Feed, json_api, webhooks; "
+       "RSS and Atom never stored one): such an entry still in its feed is stored once more, keyed by its guid "
+       "within its source; and an untyped description holding a lone <img> or <br> is HTML, so an entry with "
+       "neither guid nor link, keyed by its text, is stored once more when its description holds one",
 }
 
 

@@ -28,6 +28,7 @@ from ..core import logs
 from ..core.dates import iso
 from ..core.errors import StorageError, cannot_write
 from ..core.record import RECORD_LAYOUT
+from ..core.urls import HIDDEN, redact_url, restore_secrets
 
 log = logging.getLogger("parser")
 SLACK = 2.0  # seconds: two runs' clocks read a moment apart are not a clock jump
@@ -309,7 +310,7 @@ def _shown(value: object) -> str:
 def save_states(path: Path, states: dict[str, SourceState]) -> None:
     tmp = path.with_suffix(".tmp")
     # One line per source: readable with grep or jq, and small with a week of hourly history each.
-    lines = [f"{json.dumps(name)}: {json.dumps(vars(state), sort_keys=True)}"  # vars: asdict deep-copies
+    lines = [f"{json.dumps(name)}: {json.dumps(on_disk(state), sort_keys=True)}"
              for name, state in sorted(states.items())]
     try:
         tmp.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
@@ -339,7 +340,41 @@ def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping
 def state_of(states: MutableMapping[str, SourceState], name: str, url: str) -> SourceState:
     """The state kept for source `name`, made afresh when there is none or it belonged to another
     url (validators, redirects and failures are the old address's)."""
-    state = states.get(name)
-    if state is None or state.url != url:
+    state = for_source(states.get(name), url)
+    if state is None:
         state = states[name] = SourceState(url=url)
+    return state
+
+
+# -- secrets: a source's address may hold a password or a token; none is written to disk ----------
+_ADDRESSES = ("url", "moved_to", "redirect_seen", "feed_url")
+
+
+def _hidden(url: str) -> str:
+    return redact_url(url) if "@" in url or "?" in url else url  # nothing to hide in most addresses
+
+
+def on_disk(state: SourceState) -> dict[str, typing.Any]:
+    """The state as state.json and the group's table hold it: its addresses with userinfo and
+    secret-looking query values hidden, by the logs' rule (redact_url); for_source puts them back."""
+    saved = vars(state).copy()  # vars: asdict deep-copies
+    for name in _ADDRESSES:
+        saved[name] = _hidden(saved[name])
+    return saved
+
+
+def for_source(state: SourceState | None, url: str) -> SourceState | None:
+    """`state` when it is the state of the source at `url`, else None. A state read from disk with
+    its secrets hidden (on_disk) gets them back from `url`; an address whose hidden part `url` does
+    not hold (an `auth` param read from the environment) is dropped: the source's own address is
+    polled, and its redirect learnt again."""
+    if state is None or state.url == url:
+        return state
+    if not url or state.url != _hidden(url):
+        return None
+    state.url = url
+    for name in _ADDRESSES[1:]:
+        value = getattr(state, name)
+        if HIDDEN in value:
+            setattr(state, name, restore_secrets(value, url) or "")
     return state
