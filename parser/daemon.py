@@ -37,6 +37,7 @@ from .jobs.runner import JobRunner
 from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
+from .retention import Retention, marks_of
 from .settings.params import Settings, Source
 from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
@@ -89,6 +90,7 @@ class Daemon:
         self.flushes = FlushRecord(self.run_info, self.wall)
         self._operator: OperatorRequests | None = None
         self.status_page: StatusPage | None = None
+        self.retention: Retention | None = None  # RETAIN's passes (parser/retention.py); a real run's only
 
     # What _open makes, for the loop that runs after it: None before, and in _close after a start that failed.
     @property
@@ -177,6 +179,7 @@ class Daemon:
         for sink in self.techniques.sinks():
             sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
         prepare_tables(self.db, self.techniques.sinks())  # 0.5.x tables brought up, or refused: exit 2
+        self.retention = Retention(s, self.db, stop=self.stop, wall=self.wall, marks=marks_of(s))
         self._open_operator()
         self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
@@ -204,6 +207,8 @@ class Daemon:
         for part in (self.status_page, listener, self._scheduler, self.fetcher, self.techniques):
             if part:
                 part.close()  # the feeds' close closes the schedule's states too
+        if self.retention is not None:  # its pass ends after its batch (the stop is set, or --once is done)
+            self.retention.close()
         if self.db is not None:  # opened, so the lock is ours and daemon.json is this run's
             self.db.close()
             self.run_info.running = False
@@ -223,6 +228,8 @@ class Daemon:
             return self._run_once()
         next_flush = self.clock() + self.settings.flush_interval
         while not self.stop.is_set():
+            if self.retention is not None:
+                self.retention.tick()  # at start, then daily: beside the loop
             self._tick()
             self.techniques.offer()
             self._work(self._seconds_until_next(next_flush))
@@ -256,6 +263,8 @@ class Daemon:
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
             log.info(STOPPED[flush_ok])
+        elif self.retention is not None:
+            self.retention.run()  # after the flush: what it stored is held to RETAIN too
         return self._once_said(0 if flush_ok else 1)
 
     def _once_said(self, code: int) -> int:
@@ -310,6 +319,8 @@ class Daemon:
         reloaded = self.reload.step(Running(self.settings, self.listened, sources, full_text), self.feeds.schedule)
         if reloaded is not None:
             self.settings = reloaded.settings
+            if self.retention is not None:
+                self.retention.settings = reloaded.settings  # the next pass's
             self.feeds.use(reloaded.settings, reloaded.sources)
 
     # -- what is written down -----------------------------------------------------------------------
