@@ -16,16 +16,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
+from db.store import Database
 from parser.core.errors import StorageError
 from parser.core.setting_values import duration_text
-
-if TYPE_CHECKING:  # db/store.py hooks sqlite_incremental in: a type only here
-    from db.store import Database
 
 log = logging.getLogger("parser")
 BATCH_SECONDS = 0.25  # what a batch's transaction aims at; a flush beside it waits about this long
@@ -168,8 +165,10 @@ def said(done: Sequence[Done], *, dry_run: bool = False) -> str:
     for d in done:
         if not d.rows:
             continue
-        what = {(EMPTY, False): "bodies emptied", (DELETE, False): "rows deleted",
-                (EMPTY, True): "bodies to empty", (DELETE, True): "rows to delete"}[d.task.action, dry_run]
+        noun = ("body" if d.rows == 1 else "bodies") if d.task.action == EMPTY else ("row" if d.rows == 1 else "rows")
+        verb = {(EMPTY, False): "emptied", (DELETE, False): "deleted", (EMPTY, True): "to empty",
+                (DELETE, True): "to delete"}[d.task.action, dry_run]
+        what = f"{noun} {verb}"
         whose = f", {d.task.whose}" if d.task.whose else ""
         tables.setdefault(d.task.table, []).append(f"{d.rows:,} {what} (older than {duration_text(d.task.age)}{whose})")
     if not tables:
@@ -179,17 +178,11 @@ def said(done: Sequence[Done], *, dry_run: bool = False) -> str:
 
 # -- the space the rows took ---------------------------------------------------------------------------
 
-def sqlite_incremental(dbapi_connection, _record=None) -> None:
-    """SQLite: a new database file frees the pages of deleted rows with PRAGMA incremental_vacuum (release_space).
-    auto_vacuum can be set only before the file's first table; on a file that has tables it is a no-op until
-    a VACUUM (`parser-daemon retain --vacuum`) rebuilds the file with it. Schema: run on each connection."""
-    dbapi_connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
-
-
 def release_space(db: Database, stop: threading.Event | None = None) -> int:
-    """After rows were deleted: SQLite with auto_vacuum INCREMENTAL gives the free pages back to the file system,
-    VACUUM_PAGES at a time (each step a short write); without it the free pages are reused by later rows, so the
-    file stops growing. PostgreSQL: autovacuum makes the space reusable; nothing to do. Returns pages freed."""
+    """After rows were deleted: SQLite with auto_vacuum INCREMENTAL (db/schema.py's sqlite_incremental: every
+    file made since this version) gives the free pages back to the file system, VACUUM_PAGES at a time (each
+    step a short write); without it the free pages are reused by later rows, so the file stops growing.
+    PostgreSQL: autovacuum makes the space reusable; nothing to do. Returns the pages freed."""
     if db.engine.dialect.name != "sqlite":
         return 0
     try:
@@ -201,14 +194,16 @@ def release_space(db: Database, stop: threading.Event | None = None) -> int:
 def _incremental_vacuum(db: Database, stop: threading.Event | None) -> int:
     freed = 0
     with db.engine.connect() as conn:
-        if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 2:
+        driver = conn.connection.driver_connection  # sqlite3's own: it frees a page per row it steps over
+        assert driver is not None, "a connection checked out is open"
+        if driver.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
             return 0
         while not (stop is not None and stop.is_set()):
-            free = conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0
+            free = driver.execute("PRAGMA freelist_count").fetchone()[0]
             if not free:
                 break
-            conn.exec_driver_sql(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
-            conn.commit()
+            driver.execute(f"PRAGMA incremental_vacuum({VACUUM_PAGES})").fetchall()
+            driver.commit()
             freed += min(free, VACUUM_PAGES)
     return freed
 

@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import migrate, retention, schema
+from db import migrate, schema
 from db.bulk import Loaded, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
@@ -56,7 +56,7 @@ class Database:
             if self.engine.dialect.name == "postgresql":
                 sa.event.listen(self.engine, "connect", self._bound_session)
             elif self.engine.dialect.name == "sqlite":  # a new file gives deleted rows' pages back (RETAIN)
-                sa.event.listen(self.engine, "connect", retention.sqlite_incremental)
+                sa.event.listen(self.engine, "connect", schema.sqlite_incremental)
         except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
             raise StorageError(f"cannot use DB_URL: {exc}") from None
         self.metadata = sa.MetaData()
