@@ -4,7 +4,8 @@ thread stages what came back; every FLUSH_INTERVAL the staged records go to the 
 
 This module is the loop and how it starts and stops. Everything that writes (staging, hash files,
 state, logs) runs in the main thread, one turn's results at a time, so nothing needs a lock and a slow
-source delays nothing but itself. Between turns: the operator's `reset`/`poll` requests
+source delays nothing but itself (RETAIN's pass, parser/retention.py, is a thread of its own: it writes
+the database alone, in short transactions, and its log line). Between turns: the operator's `reset`/`poll` requests
 (parser/operate/operator_requests.py), pushed records (the inbox), and a SIGHUP's reload (parser/operate/reload.py).
 """
 from __future__ import annotations
@@ -263,7 +264,7 @@ class Daemon:
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
             log.info(STOPPED[flush_ok])
-        elif self.retention is not None:
+        elif self.retention is not None and flush_ok:
             self.retention.run()  # after the flush: what it stored is held to RETAIN too
         return self._once_said(0 if flush_ok else 1)
 
