@@ -10,7 +10,6 @@ lock for longer than one batch.
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +23,6 @@ from db.store import Database
 from parser.core.errors import StorageError
 from parser.core.setting_values import duration_text
 
-log = logging.getLogger("parser")
 BATCH_SECONDS = 0.25  # what a batch's transaction aims at; a flush beside it waits about this long
 FIRST_BATCH = 500     # rows in the first batch; then halved or doubled towards BATCH_SECONDS
 MAX_BATCH = 20_000
@@ -161,6 +159,8 @@ def _next_size(size: int, took: float) -> int:
 def said(done: Sequence[Done], *, dry_run: bool = False) -> str:
     """parser.log's line after "retain: ": per table, what went ("items 1,204 rows deleted (older than 365d),
     8,311 bodies emptied (older than 30d)"); with `dry_run`, what would ("1,204 rows to delete")."""
+    if not done:
+        return "no table to prune (RETAIN, and each source's and job's retain, keep every row there is)"
     tables: dict[str, list[str]] = {}
     for d in done:
         if not d.rows:

@@ -125,7 +125,8 @@ class Retention:
         except StorageError as exc:
             log.error("%s", exc)
             return []
-        log.info("retain: %s in %.1f s", retention.said(done), time.monotonic() - started)
+        if done:  # none: no table to prune (the default's `runs` before the table is made)
+            log.info("retain: %s in %.1f s", retention.said(done), time.monotonic() - started)
         return done
 
     def close(self) -> None:

@@ -86,7 +86,7 @@ def _side_table(db: Database, name: str, time_column: str, key: str, rows: list[
 def test_versions_and_runs_are_pruned_when_their_tables_exist(tmp_path, db, db_url):  # noqa: F811
     db.insert_new("items", RECORD_FIELDS, [row("a", published=1)])
     s = settings(tmp_path, RETAIN={"versions": "90d", "runs": "7d"})
-    assert said(run_pass(db, s, NOW.timestamp())) == "nothing older than its retention"  # no such tables: skipped
+    assert run_pass(db, s, NOW.timestamp()) == []  # no such tables: passed over
     pg = db.engine.dialect.name == "postgresql"
     value = (lambda days: NOW - timedelta(days=days)) if pg else ago
     _side_table(db, "items_versions", "replaced", "version",
@@ -188,7 +188,7 @@ def test_a_running_daemon_prunes_at_start_beside_its_loop(server, project):
     project.write_params(RETAIN={"items": "5d"}, **params)
     daemon = project.start()
     try:
-        wait_for(lambda: project.log().count("retain: ") == 2, "the pass at start (the first after --once's)")
+        wait_for(lambda: "retain: " in project.log(), "the pass at start")
         assert "retain: items 1 row deleted (older than 5d)" in project.log()
         assert "http://example.com/old" not in _links(project)
         server.route("/feed.xml", body=rss(_items(now, old_title="Old entry, edited")))
