@@ -99,6 +99,17 @@ def test_versions_and_runs_are_pruned_when_their_tables_exist(tmp_path, db, db_u
     assert len(select(db_url, "SELECT * FROM items_versions")) == 1 and len(select(db_url, "SELECT * FROM runs")) == 1
 
 
+def test_a_jobs_rows_are_aged_by_fetched_under_its_own_retain(tmp_path, db, db_url):  # noqa: F811
+    job = {"name": "shop", "template": "http://shop.example/item/{id}", "values": {"id": [1, 2]},
+           "fields": {"price": "//p"}, "retain": {"items": "30d"}}
+    s = settings(tmp_path, RETAIN={"items": "365d"}, LINK_JOBS=[job])
+    db.insert_new("shop", ("url", "price", "fetched"), [
+        {"hash": "old", "url": "http://shop.example/item/1", "price": "1", "fetched": ago(40)},
+        {"hash": "new", "url": "http://shop.example/item/2", "price": "2", "fetched": ago(20)}])
+    assert said(run_pass(db, s, NOW.timestamp())) == "shop 1 row deleted (older than 30d)"
+    assert [r[0] for r in select(db_url, "SELECT url FROM shop")] == ["http://shop.example/item/2"]
+
+
 def test_a_pass_goes_in_batches_each_a_short_transaction(tmp_path, db, db_url):  # noqa: F811
     from db import retention
     db.insert_new("items", RECORD_FIELDS, [row(f"r{n}", published=400 if n % 2 else 1) for n in range(3000)])
@@ -256,6 +267,9 @@ def test_retain_vacuum_rewrites_a_file_made_before_auto_vacuum(server, project):
     ("RETAIN = '365d'", "RETAIN: must be a dict"),
     ("SOURCES = [{'name': 'a', 'url': 'http://a.example/', 'retain': {'runs': '1d'}}]",
      "SOURCES[0] ('a'): retain: unknown key 'runs'"),
+    ("LINK_JOBS = [{'name': 'shop', 'template': 'http://shop.example/{id}', 'values': {'id': [1]}, "
+     "'fields': {'price': '//p'}, 'retain': {'content': '1d'}}]",
+     "LINK_JOBS[0] ('shop'): retain: unknown key 'content'"),
 ])
 def test_bad_retain_settings_exit_2_naming_the_setting(project, text, said_):
     project.write_params(text)
