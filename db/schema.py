@@ -99,3 +99,11 @@ def sa_table(conn_metadata: sa.MetaData, table: Shape) -> sa.Table:
     for index, names in table.indexes():
         sa.Index(index, *[made.c[n] for n in names])
     return made
+
+
+def sqlite_incremental(dbapi_connection, _record=None) -> None:
+    """SQLite, on each connection: a new database file gives the pages of deleted rows back to the file system
+    (db/retention.py's release_space runs PRAGMA incremental_vacuum after a retention pass). auto_vacuum takes
+    effect only when set before the file's first table; on a file that has tables it waits for a VACUUM
+    (`parser-daemon retain --vacuum`), which rebuilds the file with it."""
+    dbapi_connection.execute("PRAGMA auto_vacuum = INCREMENTAL")

@@ -55,6 +55,8 @@ class Database:
                                            connect_args=connect_args(url, timeout))
             if self.engine.dialect.name == "postgresql":
                 sa.event.listen(self.engine, "connect", self._bound_session)
+            elif self.engine.dialect.name == "sqlite":  # a new file gives deleted rows' pages back (RETAIN)
+                sa.event.listen(self.engine, "connect", schema.sqlite_incremental)
         except (SQLAlchemyError, ImportError, ValueError, OSError) as exc:
             raise StorageError(f"cannot use DB_URL: {exc}") from None
         self.metadata = sa.MetaData()

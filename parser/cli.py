@@ -184,8 +184,27 @@ def add_try(commands) -> None:
     cmd.set_defaults(handler=try_command)
 
 
+def add_retain(commands) -> None:
+    cmd = commands.add_parser("retain", help="prune the database now as RETAIN says (or, with --dry-run, say what "
+                              "would go)",
+                              description="Run the retention pass now: rows older than RETAIN's (or their "
+                                          "source's or job's own) `items` deleted, bodies older than `content` "
+                                          "emptied, versions and runs pruned, in short transactions; runs beside "
+                                          "a daemon. The daemon runs the same pass at start, daily, and at the end "
+                                          "of --once.",
+                              epilog="Exit codes: 0 done, 1 the database could not be pruned, 2 bad settings.")
+    add_params_argument(cmd)
+    cmd.add_argument("--dry-run", action="store_true", dest="retain_dry_run",
+                     help="count what would go, change nothing")
+    cmd.add_argument("--vacuum", action="store_true",
+                     help="then give the free space back to the system: SQLite's VACUUM (which rewrites the file "
+                          "and turns on auto_vacuum for one made before this version), PostgreSQL's VACUUM FULL of "
+                          "each table; both hold the flushes back while they run")
+    cmd.set_defaults(handler=retain)
+
+
 COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_try,
-                            add_accept_deletions]
+                            add_accept_deletions, add_retain]
 
 
 def _params_missing(args: argparse.Namespace) -> bool:
@@ -249,6 +268,34 @@ def accept_deletions(args: argparse.Namespace) -> int:
               "entries stay out)")
     if not accepted:
         print("nothing to accept: each table holds the newest rows flushed into it")
+    return EXIT_OK
+
+
+def retain(args: argparse.Namespace) -> int:
+    from db import retention  # imported on first use: a command loads what it runs
+    from db.store import Database  # imported on first use: as above
+
+    from .retention import marks_of, run_pass, tasks  # imported on first use: as above
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    try:
+        db = Database(settings.db_url, timeout=settings.db_timeout)
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        started = time.monotonic()
+        done = run_pass(db, settings, time.time(), dry_run=args.retain_dry_run, marks=marks_of(settings))
+        print(f"retain: {retention.said(done, dry_run=args.retain_dry_run)} in {time.monotonic() - started:.1f} s")
+        if args.vacuum and not args.retain_dry_run:
+            retention.vacuum(db, sorted({task.table for task in tasks(settings)}))
+            print("retain: vacuumed")
+    except StorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        db.close()
     return EXIT_OK
 
 

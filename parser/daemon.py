@@ -4,7 +4,8 @@ thread stages what came back; every FLUSH_INTERVAL the staged records go to the 
 
 This module is the loop and how it starts and stops. Everything that writes (staging, hash files,
 state, logs) runs in the main thread, one turn's results at a time, so nothing needs a lock and a slow
-source delays nothing but itself. Between turns: the operator's `reset`/`poll` requests
+source delays nothing but itself (RETAIN's pass, parser/retention.py, is a thread of its own: it writes
+the database alone, in short transactions, and its log line). Between turns: the operator's `reset`/`poll` requests
 (parser/operate/operator_requests.py), pushed records (the inbox), and a SIGHUP's reload (parser/operate/reload.py).
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ from .jobs.runner import JobRunner
 from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
+from .retention import Retention, marks_of
 from .settings.params import Settings, Source
 from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
@@ -91,6 +93,7 @@ class Daemon:
         self.flushes = FlushRecord(self.run_info, self.wall)
         self._operator: OperatorRequests | None = None
         self.status_page: StatusPage | None = None
+        self.retention: Retention | None = None  # RETAIN's passes (parser/retention.py); a real run's only
 
     # What _open makes, for the loop that runs after it: None before, and in _close after a start that failed.
     @property
@@ -180,6 +183,7 @@ class Daemon:
         for sink in self.techniques.sinks():
             sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
         prepare_tables(self.db, self.techniques.sinks())  # 0.5.x tables brought up, or refused: exit 2
+        self.retention = Retention(s, self.db, stop=self.stop, wall=self.wall, marks=marks_of(s))
         self._open_operator()
         self._save_run_info()
         log.info("started: %d sources, dedup %s, database %s, pid %s", len(self.sources), s.dedup,
@@ -207,6 +211,8 @@ class Daemon:
         for part in (self.status_page, listener, self._scheduler, self.fetcher, self.techniques):
             if part:
                 part.close()  # the feeds' close closes the schedule's states too
+        if self.retention is not None:  # its pass ends after its batch (the stop is set, or --once is done)
+            self.retention.close()
         if self.db is not None:  # opened, so the lock is ours and daemon.json is this run's
             self.db.close()
             self.run_info.running = False
@@ -226,6 +232,8 @@ class Daemon:
             return self._run_once()
         next_flush = self.clock() + self.settings.flush_interval
         while not self.stop.is_set():
+            if self.retention is not None:
+                self.retention.tick()  # at start, then daily: beside the loop
             self._tick()
             self.techniques.offer()
             self._work(self._seconds_until_next(next_flush))
@@ -259,6 +267,8 @@ class Daemon:
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
             log.info(STOPPED[flush_ok])
+        elif self.retention is not None and flush_ok:
+            self.retention.run()  # after the flush: what it stored is held to RETAIN too
         return self._once_said(0 if flush_ok else 1)
 
     def _once_said(self, code: int) -> int:
@@ -313,6 +323,8 @@ class Daemon:
         reloaded = self.reload.step(Running(self.settings, self.listened, sources, full_text), self.feeds.schedule)
         if reloaded is not None:
             self.settings = reloaded.settings
+            if self.retention is not None:
+                self.retention.settings = reloaded.settings  # the next pass's
             self.feeds.use(reloaded.settings, reloaded.sources)
 
     # -- what is written down -----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
 from ..fetch.scheduler import Scheduler, Work
 from ..group.parts import Parts
+from ..pipeline.filters import over_age
 from ..pipeline.fulltext import FullText, remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
@@ -250,14 +251,18 @@ class FeedPass:
         except ParseError as exc:
             error = str(exc)
             abandoned = self.stop.is_set() and isinstance(exc, ParseProcessError)
+        too_old = 0
         if parsed is not None:
             # Never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py).
             records, keys, blocked = source.entry_filter.split(parsed.records, parsed.keys)
-            if blocked:
+            # Older than the source's RETAIN items: the next pass would delete them, and one deleted must
+            # not come back, edited or out of UNIQUE_WINDOW (parser/retention.py).
+            records, keys, too_old = over_age(records, self.settings.retain_of(source).items, self.wall(), keys)
+            if blocked or too_old:
                 parsed = replace(parsed, records=records, keys=keys)
         return PollOutcome(source=source, seconds=max(time.monotonic() - started - slot_wait(), 0.0),
                            result=result, parsed=parsed, error=error, fetch_error=fetch_error,
-                           abandoned=abandoned, blocked=blocked)
+                           abandoned=abandoned, blocked=blocked, too_old=too_old)
 
     def _poll_back(self, source: Source, outcome: PollOutcome) -> None:
         """Main thread: a poll back from its worker, kept for this turn's stage()."""
@@ -319,8 +324,10 @@ class FeedPass:
         def stage(name: str, records: list[Record]) -> None:
             source = next((s for s in self.listened if s.name == name), None)
             blocked = 0
-            if source is not None:  # its keep/block rules, as for its polls (_batch)
+            if source is not None:  # its keep/block rules and its retention, as for its polls (_poll)
                 records, _, blocked = source.entry_filter.split(records)
+                records, _, too_old = over_age(records, self.settings.retain_of(source).items, self.wall())
+                blocked += too_old
             remember = source is not None and source.updates != "ignore" and self.known.path is not None
             staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()), previous=self.known.get(name),
                                                  updates=remember and self.known.checks(name))])[0]

@@ -34,9 +34,10 @@ def plural(count: int, word: str) -> str:
     return word if count == 1 else word + "s"
 
 
-def blocked_text(blocked: int) -> str:
-    """The `blocked N` of a poll's or push's line, when its keep/block rules dropped any."""
-    return f"  blocked {blocked}" if blocked else ""
+def blocked_text(blocked: int, too_old: int = 0) -> str:
+    """The `blocked N` of a poll's or push's line, when its keep/block rules dropped any; `too old N`, when
+    records older than its retention were not staged."""
+    return (f"  blocked {blocked}" if blocked else "") + (f"  too old {too_old}" if too_old else "")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class PollOutcome:
     fetch_error: FetchError | None = None
     abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
     blocked: int = 0  # records its keep/block rules dropped before staging (parser/pipeline/filters.py)
+    too_old: int = 0  # records older than its RETAIN items when seen: not staged (parser/retention.py)
 
     @property
     def answer(self) -> FetchResult:
@@ -149,7 +151,8 @@ class OutcomeTaker:
         self.sink.show(staged.new, staged.updates)  # --dry-run prints them; a real sink has staged them
         log.info("%s  new %d%s  duplicates %d%s  %.2f s  %s", source.name, len(staged.new),
                  f"  changed {staged.changed}" if staged.changed else "", staged.duplicates,
-                 blocked_text(blocked), outcome.seconds, parsed.kind,  # kind: what the body was found to be
+                 blocked_text(blocked, outcome.too_old), outcome.seconds,
+                 parsed.kind,  # kind: what the body was found to be
                  extra=poll_fields(outcome, staged))
         self.stats.staged(state, now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
         state.last_outcome = f"new {len(staged.new)}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..core.problems import did_you_mean
@@ -80,3 +81,16 @@ class EntryFilter:
 
 
 NO_FILTER = EntryFilter()
+
+
+def over_age(records: Sequence[Mapping[str, Any]], age: float | None, now: float,
+             keys: Sequence[str] | None = None) -> tuple[list, list | None, int]:
+    """The records (with their keys, when given alongside) whose `published` (else `fetched`) is within `age`
+    seconds of `now`, and how many were older: those would be deleted by the next pass, so they are not
+    staged at all (nor hashed). None: every record kept."""
+    if age is None:
+        return list(records), None if keys is None else list(keys), 0
+    cutoff = datetime.fromtimestamp(now - age, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # as records hold times
+    kept = [(r.get("published") or r.get("fetched") or cutoff) >= cutoff for r in records]
+    return ([r for r, k in zip(records, kept, strict=True) if k],
+            None if keys is None else [key for key, k in zip(keys, kept, strict=True) if k], kept.count(False))

@@ -164,6 +164,14 @@ class History:
         self.flushed(db, table)
         return True
 
+    def marked(self) -> list[str]:
+        """The hashes of the rows that mark this database now (hashes.json read again: a flush beside the
+        reader may have moved them). The retention pass (parser/retention.py) never deletes them, so a kill in
+        the middle of it leaves a database a start accepts; they go at a later pass, once newer rows mark it."""
+        flushed = (read_object(self.path) or {}).get("flushed")
+        newest = flushed.get("newest") if isinstance(flushed, dict) else None
+        return [m for m in newest if isinstance(m, str)] if isinstance(newest, list) else []
+
     # -- at a flush ---------------------------------------------------------------------------
     def flushed(self, db: Database, table: str) -> None:
         """After a flush that wrote or met rows: remember the table's newest rows, and rows spread over

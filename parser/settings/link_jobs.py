@@ -21,9 +21,10 @@ from ..adapters.extract import compile_selector
 from ..adapters.field_types import FIELD_TYPES, KIND_OF
 from ..core.problems import Problems, unknown_key
 from ..core.setting_values import as_seconds, duration_problem, http_url, seconds_problem, whole_problem
+from .retain import JOB_RETAIN_KEYS, Retain, check_retain
 
 JOB_KEYS = ("name", "enabled", "fields", "template", "values", "stop_after_misses", "harvest", "objects",
-            "interval", "delay", "unique_fields", "refresh", "updates")
+            "interval", "delay", "unique_fields", "refresh", "updates", "retain")
 FIELD_KEYS = ("select", "type")  # a field given as a dict: {"select": selector, "type": one of FIELD_TYPES}
 HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "objects")
 # `changed` and `gone` the parser fills itself (db/schema.py's added_columns).
@@ -61,6 +62,7 @@ class LinkJob:
     types: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))  # field -> declared type
     refresh: float | None = None      # seconds after which a done object is fetched again (None: never)
     updates: str | None = None        # the job's own UPDATES mode; None: the UPDATES setting's
+    retain: Retain = Retain()         # RETAIN, with the job's own `retain` over it (parser/settings/retain.py)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -72,8 +74,9 @@ class LinkJob:
         return {name: KIND_OF[kind] for name, kind in self.types.items()}
 
 
-def check_link_jobs(raw: Any, problems: Problems, updates: Any = "update") -> list[LinkJob]:
-    """The jobs of LINK_JOBS; `updates` is the UPDATES setting, the mode of a job without its own."""
+def check_link_jobs(raw: Any, problems: Problems, updates: Any = "update", retain: Retain = Retain()) -> list[LinkJob]:
+    """The jobs of LINK_JOBS; `updates` is the UPDATES setting, the mode of a job without its own; `retain`
+    RETAIN, the retention of a job without its own."""
     if not isinstance(raw, (list, tuple)):
         problems.add("LINK_JOBS", f"must be a list of dicts, got {type(raw).__name__}")
         return []
@@ -86,7 +89,7 @@ def check_link_jobs(raw: Any, problems: Problems, updates: Any = "update") -> li
             continue
         name = item.get("name")
         where = f"LINK_JOBS[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
-        job = _check_job(item, where, problems, updates)  # None when the job has a problem
+        job = _check_job(item, where, problems, updates, retain)  # None when the job has a problem
         if isinstance(name, str) and name in seen:
             problems.add(where, f"duplicate job name {name!r}")
         if isinstance(name, str):  # a list as a name is reported above; it cannot go in a set
@@ -109,7 +112,7 @@ def _versions_names(wheres: Mapping[str, str], problems: Problems) -> None:
 
 
 def _check_job(item: Mapping[str, Any], where: str, problems: Problems,
-               default_updates: Any) -> LinkJob | None:
+               default_updates: Any, retain: Retain) -> LinkJob | None:
     _unknown_keys(item, JOB_KEYS, "", where, problems)
     v = {**JOB_DEFAULTS, **item}
     v["interval"], v["delay"] = as_seconds(v["interval"]), as_seconds(v["delay"])  # "1d" as well as 86400
@@ -138,6 +141,8 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems,
         for column in (c for c in fields if c in VERSIONS_COLUMNS):
             problems.add(where, f"fields: {column!r} is a column of {name}_versions, the table of earlier "
                                 f"versions {said} keeps; choose another column name")
+    if "retain" in item:
+        retain = check_retain(item["retain"], where, JOB_RETAIN_KEYS, retain, problems, prefix="retain: ")
     unique = v["unique_fields"]
     allowed = ("url", "fetched", *fields)
     if not (isinstance(unique, (list, tuple)) and unique and all(f in allowed for f in unique)):
@@ -167,7 +172,8 @@ def _check_job(item: Mapping[str, Any], where: str, problems: Problems,
     return LinkJob(name=name, fields=MappingProxyType(fields), template=template,
                    values=MappingProxyType(values), stop_after_misses=stop, harvest=harvest,
                    enabled=v["enabled"], interval=float(v["interval"]), delay=float(v["delay"]),
-                   unique_fields=tuple(unique), types=MappingProxyType(types), refresh=refresh, updates=updates)
+                   unique_fields=tuple(unique), types=MappingProxyType(types), refresh=refresh, updates=updates,
+                   retain=retain)
 
 
 def _check_refresh(item: Mapping[str, Any], where: str, problems: Problems) -> float | None:

@@ -63,11 +63,13 @@ from ..sources.source_options import (
     parse_listen,
 )
 from .link_jobs import LinkJob, check_link_jobs
+from .retain import RETAIN_KEYS, SOURCE_RETAIN_KEYS, Retain, check_retain
 
 MiB = 1024 * 1024
 DEDUP_MODES = ("hashfile", "bloom", "off")
 HASHES = sorted(a for a in hashlib.algorithms_guaranteed if not a.startswith("shake"))
-SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items", "updates") + PROTOCOL_KEYS \
+SOURCE_KEYS = ("name", "url", "enabled", "interval", "headers", "tags", "max_items", "updates", "retain") \
+    + PROTOCOL_KEYS \
     + FILTER_KEYS
 # UPDATES: what an entry edited at its source does to its stored row (db/upsert.py).
 UPDATE_MODES = ("update", "history", "ignore")
@@ -89,6 +91,7 @@ class Source:
     tags: tuple[str, ...] = ()
     max_items: int = 50
     updates: str = "update"  # UPDATES, or the source's own `updates`
+    retain: Retain | None = None  # the source's own `retain` over RETAIN; None: RETAIN's (parser/settings/retain.py)
     # Protocol adapters (parser/sources/source_options.py): the protocol, and the keys that protocol reads.
     protocol: str = "feed"
     api: JsonApi | None = None      # json_api and webhook: items, map, query/header params, paging
@@ -151,12 +154,17 @@ class Settings:
     parse_processes: int = 0        # processes parsing polled bodies; 0 = in the fetching threads (cpu_pool.py)
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
     updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
+    retain: Retain = Retain()       # RETAIN: how long rows are kept (db/retention.py)
 
     @property
     def items_updates(self) -> Updates:
         """The `items` table's modes at the flush: UPDATES, and each source's own where it differs (a row's
         `source` says whose it is): "history" keeps the versions of the sources that ask for it alone."""
         return Updates(self.updates, tuple((s.name, s.updates) for s in self.sources if s.updates != self.updates))
+
+    def retain_of(self, source: Source) -> Retain:
+        """How long a source's rows are kept: its own `retain` (RETAIN's where it says nothing), else RETAIN."""
+        return self.retain if source.retain is None else source.retain
 
 
 # Settings of seconds: a number, or a time with its unit ("10m", "12h").
@@ -178,6 +186,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP": "hashfile",
     "UNIQUE_WINDOW": None,
     "UPDATES": "update",
+    "RETAIN": {},
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
@@ -327,14 +336,15 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
         v[name] = as_seconds(v[name])
     base = params_path.parent
     unique = _check_values(v, base, problems)
-    sources = _check_sources(v["SOURCES"], v, base, problems)
+    retain = check_retain(v["RETAIN"], "RETAIN", RETAIN_KEYS, Retain(), problems)
+    sources = _check_sources(v["SOURCES"], v, base, problems, retain)
     listen = _check_protocol_settings(v, problems)
     notes: list[str] = list(problems.unset)  # logged at start: what was read differently from what the file says
     feeds = _OneSourcePerFeed(notes)
     sources = feeds.first_of_each(sources, lambda source: f"SOURCES ({source.name!r})")
     sources += _opml_sources(v, base, sources, problems, feeds)
     check_push_paths(sources, problems)
-    link_jobs = check_link_jobs(v["LINK_JOBS"], problems, v["UPDATES"])
+    link_jobs = check_link_jobs(v["LINK_JOBS"], problems, v["UPDATES"], retain)
     status_listen = _check_status_listen(v["STATUS_LISTEN"], listen, sources, problems)
     _check_shared(v, problems)
     problems.raise_if_any()
@@ -375,6 +385,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
         parse_processes=default_processes(len(sources)) if v["PARSE_PROCESSES"] == "auto" else v["PARSE_PROCESSES"],
         parse_on_demand=v["PARSE_PROCESSES"] == "auto",
         updates=v["UPDATES"],
+        retain=retain,
     )
 
 
@@ -410,7 +421,7 @@ def _check_shared(v: Mapping[str, Any], problems: Problems) -> None:
                      f"every daemon of the group reaches; got DB_URL {url.split('://', 1)[0]}://...")
 
 
-def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: Problems) -> list[Source]:
+def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: Problems, retain: Retain) -> list[Source]:
     if not isinstance(raw, (list, tuple)):
         problems.add("SOURCES", f"must be a list of dicts, got {type(raw).__name__}")
         return []
@@ -463,12 +474,14 @@ def _check_sources(raw: Any, v: Mapping[str, Any], base: Path, problems: Problem
         updates = item.get("updates", v["UPDATES"])
         if "updates" in item and updates not in UPDATE_MODES:
             problems.add(where, f"updates must be one of {', '.join(map(repr, UPDATE_MODES))}, got {updates!r}")
+        own = check_retain(item["retain"], where, SOURCE_RETAIN_KEYS, retain, problems, prefix="retain: ") \
+            if "retain" in item else None
         if resolved is not None:
             sources.append(Source(name=name, url=resolved, enabled=enabled, interval=float(interval)
                                   if _positive_number(interval) else 600.0,
                                   headers=MappingProxyType(dict(headers)), tags=tuple(tags),
                                   max_items=max_items if _positive_int(max_items) else 50,
-                                  updates=updates if updates in UPDATE_MODES else "update",
+                                  updates=updates if updates in UPDATE_MODES else "update", retain=own,
                                   entry_filter=check_filter(item, where, entry_filter, problems), **extra))
             if _positive_number(interval):
                 check_rate_fits(extra.get("rate"), float(interval), where, problems)
