@@ -74,17 +74,21 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
 
 
 def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
-    """At start, before the first flush: each sink's table made, or brought from an older version's shape
-    to this one's (db/migrate.py). A refusal stops the start (SchemaRefusedError: exit 2, saying what to
-    do); a database away or locked is said, and the flush tries again."""
-    for sink in sinks:
-        try:
-            db.table(sink.table, sink.columns, getattr(sink, "kinds", None))  # a job's typed fields (JobSink)
-        except SchemaRefusedError:
-            raise
-        except StorageError as exc:
-            log.warning("%s; tried again at the first flush", exc)
-            return  # the others would wait as long again
+    """At start, before the first flush: the chain of schema steps this database lacks (db/migrations.py),
+    then each sink's table made from its settings, or brought from an older version's shape to this
+    one's, with its `<table>_versions` when its UPDATES is "history"; a flush then only writes rows. A
+    refusal stops the start (SchemaRefusedError: a newer version's database, a table the database will
+    not change: exit 2, saying what to do); a database away or locked is said, and the first flush does
+    this instead."""
+    try:
+        db.migrate()
+        for sink in sinks:
+            # A job's typed fields (JobSink's kinds); the feeds' table is the chain's, its shape the same.
+            db.table(sink.table, sink.columns, getattr(sink, "kinds", None), history=sink.updates == "history")
+    except SchemaRefusedError:
+        raise
+    except StorageError as exc:
+        log.warning("%s; tried again at the first flush", exc)
 
 
 class SourcesWriter:
