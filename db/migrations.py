@@ -210,6 +210,22 @@ def _group_tables(conn: sa.Connection) -> None:
     conn.exec_driver_sql(GROUP_TABLES)
 
 
+# The `runs` table (db/runs_table.py writes it): a row per poll of a source. Column -> its kind or SQL type.
+RUNS_COLUMNS: Mapping[str, str] = {
+    "source": "text", "started": "time", "seconds": "number", "outcome": "text", "status": "integer",
+    "entries": "integer", "new": "integer", "changed": "integer", "error": "text", "daemon": "text",
+}
+
+
+def _runs(conn: sa.Connection) -> None:
+    """Read by time ("what failed this week") and by source and time."""
+    runs = sa.Table("runs", sa.MetaData(), sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                    *[sa.Column(c, _SQL_TYPES.get(kind) or schema.column_type(kind), nullable=c not in (
+                        "source", "started", "outcome")) for c, kind in RUNS_COLUMNS.items()],
+                    sa.Index("runs_started", "started"), sa.Index("runs_source_started", "source", "started"))
+    runs.create(conn)
+
+
 # The chain. A step, once released, is never changed: a change is a new step at the end.
 STEPS: tuple[Step, ...] = (
     Step(1, f"the record of these steps ({RECORD})", _record),
@@ -218,6 +234,7 @@ STEPS: tuple[Step, ...] = (
     Step(4, "a row per source (sources)", _sources),
     Step(5, "the group's tables (SHARED): schedule and leases, links, deliveries, WebSub, host slots",
          _group_tables, group=True),
+    Step(6, "a row per poll of a source (runs): when, how long, its outcome, status and counts", _runs),
 )
 LATEST = STEPS[-1].number
 

@@ -31,7 +31,7 @@ from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .fetch.http import Fetcher
 from .fetch.scheduler import Scheduler
-from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
+from .flush_all import FlushRecord, RunsWriter, SourcesWriter, flush_sinks, prepare_tables
 from .group.parts import parts_for
 from .jobs.runner import JobRunner
 from .operate.control import ControlBox
@@ -80,6 +80,7 @@ class Daemon:
         self._scheduler: Scheduler | None = None
         self.db: Database | None = None
         self.sources_table: SourcesWriter | None = None  # the `sources` table, written at each flush
+        self.runs_table: RunsWriter | None = None  # the `runs` table (a row per poll), written at each flush
         self._feeds: FeedPass | None = None
         self.techniques = Techniques()  # the feeds, then the jobs
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
@@ -165,6 +166,8 @@ class Daemon:
         if not dry_run:
             self.db = Database(s.db_url, timeout=s.db_timeout)
             self.sources_table = SourcesWriter(self.feeds)
+            assert self.feeds.runs is not None, "a feed pass that writes keeps its polls' rows"
+            self.runs_table = RunsWriter(self.feeds.runs)
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
             jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
@@ -320,7 +323,7 @@ class Daemon:
         self.techniques.take_pushed()
         flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
                               feeds_idle=not (self.feeds.sources or self.feeds.listened),  # --job alone: no feeds' line
-                              sources=self.sources_table)
+                              sources=self.sources_table, runs=self.runs_table)
         self.flushes.record(why, flushed, time.monotonic() - started)
         self._save_state(force=True)  # every flush writes the states it waited to write
         return flushed.ok

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from db import runs_table
 from db.sources_table import NAME as SOURCES_TABLE
 from db.sources_table import SourcesTable
 from db.store import Database
@@ -20,6 +21,7 @@ from .core.errors import SchemaRefusedError, StorageError
 from .core.runinfo import Health, RunInfo
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
+from .feeds.poll_runs import PollRuns
 from .pipeline.sink import RecordSink
 from .settings.params import Source
 from .sources.state import SourceState
@@ -37,10 +39,12 @@ class Flushed:
 
 
 def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_url: str,
-                feeds_idle: bool = False, sources: SourcesWriter | None = None) -> Flushed:
+                feeds_idle: bool = False, sources: SourcesWriter | None = None,
+                runs: RunsWriter | None = None) -> Flushed:
     """`sinks[0]` is the feeds': its errors name no table, and its line is always written by the last
     flush (`why` "stop" or "once") unless `feeds_idle` (no source ran: `--job` alone); an interval
-    with nothing to write says nothing. Then the `sources` table (`sources`), after the records."""
+    with nothing to write says nothing. Then the `sources` table (`sources`) and the `runs` table
+    (`runs`), after the records."""
     written = updated = already = 0
     errors: list[str] = []
     for sink in sinks:
@@ -63,13 +67,15 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
         if rows or known or changed or (feeds and why in ("stop", "once") and not feeds_idle):
             log.info("flush (%s): %d rows written to %s%s%s", why, rows, sink.table,
                      f", {changed} updated" if changed else "", f", {known} already stored" if known else "")
-    if sources is not None and db is not None:
+    for name, writer in ((SOURCES_TABLE, sources), (runs_table.NAME, runs)):
+        if writer is None or db is None:
+            continue
         try:
-            sources(db)
+            writer(db)
         except StorageError as exc:
             logs.error_line("flush", redact_url(db_url), str(exc))
-            log.info("flush (%s) of table %s failed: %s", why, SOURCES_TABLE, exc, extra=logs.ALSO_IN_ERRORS)
-            errors.append(f"{SOURCES_TABLE}: {exc}")
+            log.info("flush (%s) of table %s failed: %s", why, name, exc, extra=logs.ALSO_IN_ERRORS)
+            errors.append(f"{name}: {exc}")
     return Flushed(ok=not errors, rows=written, updated=updated, already=already, error="; ".join(errors) or None)
 
 
@@ -112,6 +118,20 @@ class SourcesWriter:
             return row
         return {**row, "last_poll": state.last_poll, "last_success": state.last_success, "last_new": state.last_new,
                 "last_status": state.last_status, "failures": state.failures, "dead": state.dead}
+
+
+class RunsWriter:
+    """The `runs` table written at each flush (db/runs_table.py): the feed pass's rows since the last
+    flush (parser/feeds/poll_runs.py), in one statement; kept for the next flush when it fails."""
+
+    def __init__(self, runs: PollRuns):
+        self.runs = runs
+
+    def __call__(self, db: Database) -> int:
+        count = len(self.runs.rows)
+        written = runs_table.write(db, self.runs.rows[:count])
+        self.runs.written(count)
+        return written
 
 
 def compact_hashes(sink: RecordSink, feeds: bool) -> None:

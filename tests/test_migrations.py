@@ -108,8 +108,9 @@ def test_a_step_is_one_transaction_with_its_record_row_and_the_next_start_comple
         assert not sa.inspect(engine).has_table("items")
         with engine.begin() as conn:
             conn.execute(sa.text("DROP INDEX items_published"))
-        assert migrations.run(engine) == [3, 4]
-        assert [n for n, in rows(db_url, "select step from parser_migrations order by step")] == [1, 2, 3, 4]
+        rest = [s.number for s in migrations.STEPS if s.number > 2 and not s.group]
+        assert migrations.run(engine) == rest
+        assert [n for n, in rows(db_url, "select step from parser_migrations order by step")] == [1, 2, *rest]
         assert migrations.run(engine) == []  # once
     finally:
         engine.dispose()

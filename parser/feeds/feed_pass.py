@@ -11,6 +11,8 @@ redirects, records and counts, each a transition of the source's state (parser/s
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import traceback
@@ -38,6 +40,7 @@ from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
+from .poll_runs import PollRuns
 
 if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push
     from ..push.listener import Listener  # imported on first use: pushed sources only (start-up time)
@@ -91,6 +94,8 @@ class FeedPass:
             self.schedule.close()
             raise
         self.taker = OutcomeTaker(self.sink, run_info, dead_after=settings.dead_after)
+        # A row per poll for the `runs` table, written at each flush (parser/flush_all.py); none in a dry run.
+        self.runs = None if dry_run else PollRuns(f"{socket.gethostname()}:{os.getpid()}" if parts.shared else None)
         self.inbox: Inbox | None = None  # webhook deliveries and WebSub pushes: open_push()
         self.listener: Listener | None = None
         self.offered_once = False
@@ -172,6 +177,8 @@ class FeedPass:
             for outcome in kept:
                 state = self.schedule.state(outcome.source)
                 ok = self.taker.take(outcome, staged.get(id(outcome)), state, self.clock())
+                if self.runs is not None:
+                    self.runs.add(outcome, staged.get(id(outcome)), self.wall())
                 self.polled(outcome.source, state, ok)  # the operator's requests waiting for it answered
         finally:
             for outcome in outcomes:

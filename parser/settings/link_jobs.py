@@ -29,10 +29,11 @@ HARVEST_KEYS = ("root", "depth", "follow", "allowed_domains", "max_pages", "obje
 # `changed` and `gone` the parser fills itself (db/schema.py's added_columns).
 RESERVED_COLUMNS = ("id", "hash", "url", "fetched", "changed", "gone")
 # A job's name is its table's: these tables are the parser's own (the feeds' entries, the `sources`
-# table, each table's schema version, the record of the schema steps run: db/migrations.py).
+# table, the polls' `runs`, each table's schema version, the record of the schema steps run: db/migrations.py).
 RESERVED_TABLES = {"items": "the feeds' table", "sources": "the sources' table (a row per source, for joins)",
                    "parser_schema": "the parser's table of table versions",
-                   "parser_migrations": "the parser's record of the schema steps run on the database"}
+                   "parser_migrations": "the parser's record of the schema steps run on the database",
+                   "runs": "the table of the sources' polls (a row per poll)"}
 MAX_TEMPLATE_LINKS = 10_000_000
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
