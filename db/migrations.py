@@ -261,11 +261,28 @@ def run(engine: sa.Engine, *, group: bool = False) -> list[int]:
             if conn.dialect.name == "postgresql":
                 # A big table's rewrite may take longer than a flush's statement may: bounded by the lock wait only.
                 conn.execute(sa.text("SET LOCAL statement_timeout = 0"))
-            step.run(conn)
-            conn.execute(sa.text(f"INSERT INTO {RECORD} (step, what, applied_at) VALUES (:n, :what, :at)"),
-                         {"n": step.number, "what": step.what, "at": now(conn)})
+            try:
+                step.run(conn)
+                conn.execute(sa.text(f"INSERT INTO {RECORD} (step, what, applied_at) VALUES (:n, :what, :at)"),
+                             {"n": step.number, "what": step.what, "at": now(conn)})
+            except sa.exc.SQLAlchemyError as exc:
+                raise _refused(step, exc) or exc from None
         done.append(step.number)
     return done
+
+
+def _refused(step: Step, exc: sa.exc.SQLAlchemyError) -> SchemaRefusedError | None:
+    """A step the database user may not run (no CREATE on the schema, a read-only SQLite file): exit 2 at
+    start, saying what to do, rather than a flush failing for good. None for any other failure."""
+    error = getattr(exc, "orig", None) or exc
+    name = getattr(error, "sqlite_errorname", "") or ""
+    if getattr(error, "sqlstate", None) != "42501" and not name.startswith("SQLITE_READONLY"):
+        return None
+    said = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    return SchemaRefusedError(
+        f"the database refused schema step {step.number} ({step.what}): {said}; nothing of it was written. The "
+        "database user of DB_URL may write rows but not make or change tables: start the daemon once as the "
+        "tables' owner (a user that may create tables in the schema), then as before")
 
 
 def applied_steps(engine: sa.Engine) -> set[int]:

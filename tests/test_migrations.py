@@ -165,3 +165,55 @@ def test_a_role_that_may_write_rows_but_not_create_tables_stores_them(tmp_path, 
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
             admin.execute(f'DROP OWNED BY "{role}"')
             admin.execute(f'DROP ROLE "{role}"')
+
+
+def test_a_group_daemon_refuses_a_database_a_newer_version_changed_and_writes_nothing(project, server, pg_url):
+    url = sa_url(pg_url)
+    feed_project(project, server, 3, url, SHARED=True)
+    first = project.run("--once")
+    assert first.returncode == 0, first.stderr + project.log("errors.log")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO parser_migrations VALUES (%s, 'a later step', now())", (migrations.LATEST + 1,))
+    server.route(FEED, body=rss(entries(5), title="Morning news"))
+
+    def everything() -> dict[str, list[tuple]]:
+        names = sa.inspect(sa.create_engine(url)).get_table_names()
+        return {name: sorted(map(repr, rows(url, f"select * from {name}"))) for name in names}
+
+    before = everything()
+    proc = project.run("--once")
+    assert proc.returncode == 2, proc.stderr
+    assert f"at step {migrations.LATEST + 1}" in project.log("critical.log")
+    assert everything() == before
+
+
+def test_a_step_a_role_may_not_run_is_exit_2_saying_to_start_once_as_the_owner(project, server, pg_url):
+    """As after an upgrade that adds a step, started as the writing role: refused at start with what to
+    do (not every flush failing), the step neither done nor recorded."""
+    url = sa_url(pg_url)
+    feed_project(project, server, 3, url)
+    first = project.run("--once")
+    assert first.returncode == 0, first.stderr + project.log("errors.log")
+    last = migrations.STEPS[-1]
+    role = f"parser_writer_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"DELETE FROM parser_migrations WHERE step = {last.number}")  # as the older version left it
+        admin.execute("DROP TABLE runs")
+        admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        admin.execute(f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO "{role}"')
+        admin.execute(f'GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+    try:
+        feed_project(project, server, 3, url.replace("postgres@", f"{role}@", 1))
+        proc = project.run("--once")
+        assert proc.returncode == 2, proc.stderr
+        critical = project.log("critical.log")
+        assert f"refused schema step {last.number}" in critical and "permission denied" in critical
+        assert "start the daemon once as the tables' owner" in critical
+        assert last.number not in {n for n, in rows(url, "select step from parser_migrations")}
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
