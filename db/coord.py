@@ -1,5 +1,5 @@
-"""The SQL of several daemons sharing one PostgreSQL (SHARED = True): the connection, the schema of
-every shared table (made under one advisory lock), and the sources' schedule and state, with leases.
+"""The SQL of several daemons sharing one PostgreSQL (SHARED = True): the connection, and the sources'
+schedule and state, with leases. The shared tables are made by the chain of db/migrations.py.
 Jobs' tables are db/coord_jobs.py's, pushed sources' db/coord_push.py's; the daemon-side classes are
 parser/shared*.py. Nothing here knows about feeds.
 
@@ -26,121 +26,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import psycopg
+import sqlalchemy as sa
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
-from db.store import SCHEMA_LOCK_KEY  # one lock for both sets of tables
-from parser.core.errors import StorageError
+from db import migrations
+from parser.core.errors import SchemaRefusedError, StorageError
 
 log = logging.getLogger("parser")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS parser_sources (
-    name        text PRIMARY KEY,
-    url         text NOT NULL,
-    interval_s  double precision NOT NULL,
-    enabled     boolean NOT NULL DEFAULT true,
-    due_at      timestamptz NOT NULL DEFAULT now(),
-    lease_owner text,
-    lease_until timestamptz,
-    polled_at   timestamptz,
-    hold_until  timestamptz,              -- a server's Retry-After: no poll before, by any daemon
-    state       jsonb NOT NULL DEFAULT '{}'
-);
-CREATE INDEX IF NOT EXISTS parser_sources_due ON parser_sources (due_at) WHERE enabled;
-
--- Which running daemon's params.py lists which source: a source is enabled while any daemon that
--- has been seen lately lists it enabled, so one machine's older file does not stop it for the group.
-CREATE TABLE IF NOT EXISTS parser_daemons (
-    owner   text PRIMARY KEY,
-    seen_at timestamptz NOT NULL DEFAULT now(),
-    digest  text NOT NULL DEFAULT ''     -- of the sources its file lists: the same file, the same digest
-);
-CREATE TABLE IF NOT EXISTS parser_listings (
-    name    text NOT NULL,
-    owner   text NOT NULL REFERENCES parser_daemons ON DELETE CASCADE,
-    enabled boolean NOT NULL,
-    PRIMARY KEY (name, owner)
-);
-CREATE INDEX IF NOT EXISTS parser_listings_owner ON parser_listings (owner);
-
--- A source's `rate` budget, a token bucket the group shares (tokens left at `stamp`).
-CREATE TABLE IF NOT EXISTS parser_rates (
-    source text PRIMARY KEY,
-    tokens double precision NOT NULL,
-    stamp  timestamptz NOT NULL
-);
-
-CREATE TABLE IF NOT EXISTS parser_links (
-    id          bigserial PRIMARY KEY,
-    job         text NOT NULL,
-    url         text NOT NULL,
-    depth       integer,
-    origin      text,
-    status      text NOT NULL DEFAULT 'pending',
-    attempts    integer NOT NULL DEFAULT 0,
-    detail      text,
-    marked_at   timestamptz,
-    next_at     timestamptz,
-    lease_owner text,
-    lease_until timestamptz,
-    UNIQUE (job, url)
-);
-CREATE INDEX IF NOT EXISTS parser_links_open ON parser_links (job, id)
-    WHERE status IN ('pending', 'retry', 'refused');
--- When the daemon looks up its next wake-up: the first retry due, the first lease to end.
-CREATE INDEX IF NOT EXISTS parser_links_retry ON parser_links (job, next_at) WHERE status = 'retry';
-CREATE INDEX IF NOT EXISTS parser_links_leased ON parser_links (job, lease_until) WHERE lease_owner IS NOT NULL;
-
-CREATE TABLE IF NOT EXISTS parser_jobs (
-    job      text PRIMARY KEY,
-    pass1_at timestamptz
-);
-
-CREATE TABLE IF NOT EXISTS parser_deliveries (
-    source   text NOT NULL,
-    delivery text NOT NULL,
-    at       timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (source, delivery)
-);
-
-CREATE TABLE IF NOT EXISTS parser_websub (
-    source     text PRIMARY KEY,
-    secret     text NOT NULL,
-    hub        text,
-    topic      text,
-    owner      text,
-    next_at    timestamptz NOT NULL DEFAULT now(),
-    expires_at timestamptz
-);
-
-CREATE TABLE IF NOT EXISTS parser_hosts (
-    host       text PRIMARY KEY,
-    next_at    timestamptz NOT NULL DEFAULT now(),
-    held_until timestamptz
-);
--- A source's Retry-After holds its host's crawl (the jobs' requests), not the host's other sources:
--- parser/fetch/host_slots.py. Added after the table: ADD COLUMN IF NOT EXISTS for a group made before.
-ALTER TABLE parser_hosts ADD COLUMN IF NOT EXISTS crawl_held_until timestamptz;
-
--- PER_HOST for the group: a fetch holds one of its host's rows (slot < PER_HOST) while it runs. A
--- killed daemon's slot comes free with its connection (pid), a lost machine's when `until` passes.
-CREATE TABLE IF NOT EXISTS parser_host_slots (
-    host  text NOT NULL,
-    slot  integer NOT NULL,
-    owner text,
-    pid   integer,      -- the holder's backend: its slot is free once that connection is gone
-    until timestamptz,
-    PRIMARY KEY (host, slot)
-);
--- Workers waiting for a slot of a busy host, oldest first: a free slot goes to them before a newcomer
--- (the daemon that just freed one would otherwise win every time); `seen` older than a second: gone.
-CREATE TABLE IF NOT EXISTS parser_host_waits (
-    host  text NOT NULL,
-    owner text NOT NULL,
-    since timestamptz NOT NULL DEFAULT now(),
-    seen  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (host, owner)
-);
-"""
 # A host slot nobody holds: never taken, given back, its hold over, or its holder's connection gone.
 SLOT_FREE = "(owner IS NULL OR until < now() OR NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(pid)))"
 HOLD_LEFT = "COALESCE(GREATEST(EXTRACT(EPOCH FROM hold_until - now()), 0), 0)"
@@ -201,37 +95,22 @@ class Coordinator:
             self._conn.close()
             self._conn = None
 
-    def create_schema(self, schema: str = SCHEMA) -> None:
-        """Idempotent, and safe when several daemons start at once (one transaction, one lock). A schema
-        made already (its digest in parser_coord_schema) is not run again: its CREATE INDEX and ALTER TABLE
-        take table locks even when there is nothing to do, and a daemon starting beside running ones then
-        deadlocked with a running one's writes to two of those tables."""
-        digest = hashlib.sha256(schema.encode()).hexdigest()
+    def create_schema(self) -> None:
+        """The chain of schema steps (db/migrations.py) with the group's tables, run once by whichever
+        daemon comes first (one lock, a transaction a step). A database of this version is only read
+        (the record, no lock): a CREATE INDEX or ALTER TABLE takes table locks even when there is
+        nothing to do, and a daemon starting beside running ones then deadlocked with their writes."""
+        engine = sa.create_engine("postgresql+psycopg://", poolclass=NullPool, creator=lambda: psycopg.connect(
+            self.conninfo, connect_timeout=10, application_name="parser-shared"))
         try:
-            if self._schema_made(digest):
-                return
-            with self.conn().transaction():
-                self.conn().execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-                if self._schema_made(digest):  # another daemon made it while this one waited for the lock
-                    return
-                self.conn().execute(schema)
-                self.conn().execute("CREATE TABLE IF NOT EXISTS parser_coord_schema (digest text PRIMARY KEY)")
-                self.conn().execute("INSERT INTO parser_coord_schema VALUES (%s) ON CONFLICT DO NOTHING", (digest,))
-        except psycopg.Error as exc:
-            raise StorageError(f"cannot prepare the shared tables: {str(exc).strip()[:300]}") from None
-
-    def _schema_made(self, digest: str) -> bool:
-        # pg_class read as a table (this statement's snapshot), not to_regclass: its name lookup takes no
-        # lock, so inside the transaction that waited for the advisory lock it may answer from a cache
-        # made before the other daemon committed, and this one ran the schema again beside its writes
-        # (a deadlock in 2 of 6 runs of four daemons starting at once).
-        row = self.conn().execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = 'parser_coord_schema'"
-            " AND relnamespace = current_schema()::regnamespace)").fetchone()
-        assert row is not None, "SELECT EXISTS answers one row"
-        found = row[0]
-        return bool(found) and self.conn().execute(
-            "SELECT 1 FROM parser_coord_schema WHERE digest = %s", (digest,)).fetchone() is not None
+            migrations.run(engine, group=True)
+        except SchemaRefusedError:
+            raise
+        except (SQLAlchemyError, psycopg.Error) as exc:
+            error = getattr(exc, "orig", None) or exc
+            raise StorageError(f"cannot prepare the shared tables: {str(error).strip()[:300]}") from None
+        finally:
+            engine.dispose()
 
     # -- sources ----------------------------------------------------------------------------------
     def sync_sources(self, sources: Iterable[tuple[str, str, float, bool]], alive: float = 900.0) -> None:

@@ -1,16 +1,9 @@
 """The shared tables of pushed sources (SHARED = True): delivery ids taken (parser_deliveries) and one
-WebSub subscription per source (parser_websub). The daemon side is parser/group/shared_push.py."""
+WebSub subscription per source (parser_websub), made by db/migrations.py's chain. The daemon side is
+parser/group/shared_push.py."""
 from __future__ import annotations
 
 from db.coord import Coordinator
-
-# What the push tables add to db/coord.py's SCHEMA, made with it (idempotent, under its lock).
-PUSH_SCHEMA = """
--- When a WebSub request was made and is not verified yet: any daemon answers the hub's verification then only.
-ALTER TABLE parser_websub ADD COLUMN IF NOT EXISTS requested_at timestamptz;
--- The newest delivery ids are kept (prune_deliveries), found by this.
-CREATE INDEX IF NOT EXISTS parser_deliveries_at ON parser_deliveries (at);
-"""
 
 
 class PushTables:
@@ -21,7 +14,6 @@ class PushTables:
 
     def create_schema(self) -> None:
         self.coord.create_schema()
-        self.coord.create_schema(PUSH_SCHEMA)
 
     # -- webhooks and WebSub ----------------------------------------------------------------------
     def take_delivery(self, source: str, delivery: str) -> bool:

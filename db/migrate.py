@@ -1,17 +1,9 @@
 """Brings a table made by an older version (0.5.x: every column TEXT, '' for what was missing) to this
-version's shape (db/schema.py), with its rows, inside the one transaction Database.table holds: both
-PostgreSQL and SQLite change tables transactionally, so a kill or a refusal at any step leaves the
-table as it was, and a table is at one version or the next, never between. Each table's version is a
-row of `parser_schema` (written in the same transaction), as a job's table is made, and changed, on
-its own.
-
-Why steps of our own rather than Alembic (SQLAlchemy's migration tool): Alembic upgrades one database
-along a chain of revision scripts written against a schema known in advance, with one version for the
-whole database. Ours are made at run time: a table per job, named and given columns by the user's
-params.py, each table begun by whichever version first flushed it. A step here is a function of the
-table's shape (its columns and their kinds), applied to whatever tables this run writes, each at its
-own version; the same SQLAlchemy types and transactional DDL Alembic would use, without a revision
-chain to ship, or a command for the user to run before the daemon starts.
+version's shape (db/schema.py), with its rows, inside the one transaction of the step or the
+ensure_table that holds it (db/migrations.py): both PostgreSQL and SQLite change tables
+transactionally, so a kill or a refusal at any step leaves the table as it was, and a table is at one
+version or the next, never between. Each table's shape version is a row of `parser_schema` (written in
+the same transaction), as a job's table is made, and changed, on its own.
 """
 from __future__ import annotations
 
@@ -34,10 +26,9 @@ _EMPTY = "''"
 
 
 def version_of(conn: sa.Connection, table: str) -> int | None:
-    """The table's recorded version (creating parser_schema when missing); None when none is recorded."""
+    """The table's recorded version; None when none is recorded. parser_schema is made by the chain's step 2
+    (db/migrations.py), before any table that has a row in it: nothing is created here."""
     quote = conn.dialect.identifier_preparer.quote
-    conn.execute(sa.text(f"CREATE TABLE IF NOT EXISTS {quote(VERSIONS_TABLE)} (table_name VARCHAR(128) "
-                         f"PRIMARY KEY, version INTEGER NOT NULL, migrated {type_sql('time', conn.dialect)})"))
     return conn.execute(sa.text(f"SELECT version FROM {quote(VERSIONS_TABLE)} WHERE table_name = :t"),
                         {"t": table}).scalar()
 

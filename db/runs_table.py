@@ -1,8 +1,10 @@
-"""The `runs` table: a row per poll of a source and per pass of a job (parser/core/runs.py), written at
-each flush in one statement, pruned by RETAIN's "runs". "What failed this week":
-
-    select source, count(*) from runs where outcome = 'error' and started > now() - interval '7 days'
-    group by 1
+"""The `runs` table: a row per poll of a source and per pass 2 of a job (parser/core/runs.py): when it
+started, how long it took, its outcome ("new", "unchanged", "not modified" or "error"), the HTTP status,
+the entries, how many were new and changed, the error's text, and in a group the daemon that ran it; so
+that a query says what failed this week: `select source, count(*) from runs where outcome = 'error' and
+started > now() - interval '7 days' group by 1`. Made by the chain's step 6 (db/migrations.py); written at
+each flush, all the rows since the last one in one statement and one transaction, never a transaction
+per poll; pruned by RETAIN's "runs" (db/retention.py).
 """
 from __future__ import annotations
 
@@ -15,44 +17,23 @@ from sqlalchemy.exc import SQLAlchemyError
 from parser.core.errors import StorageError
 from parser.core.runs import Run
 
-from .schema import column_type
+from .migrations import RUNS_COLUMNS
 from .store import Database
 
 NAME = "runs"
-# Column -> its kind or SQL type, in the table's order (id first, apart).
-COLUMNS: dict[str, str] = {
-    "source": "text", "started": "time", "seconds": "number", "outcome": "text", "status": "integer",
-    "entries": "integer", "new": "integer", "changed": "integer", "error": "text", "daemon": "text",
-}
-_SQL_TYPES: dict[str, sa.types.TypeEngine] = {"integer": sa.Integer()}
-
-
-def table(metadata: sa.MetaData | None = None) -> sa.Table:
-    """The table as this version makes it, with its index on (source, started): a source's last runs."""
-    return sa.Table(NAME, metadata or sa.MetaData(),
-                    sa.Column("id", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), primary_key=True,
-                              autoincrement=True),
-                    *[sa.Column(c, _SQL_TYPES.get(kind) or column_type(kind), nullable=c not in ("source", "started",
-                                                                                                  "outcome"))
-                      for c, kind in COLUMNS.items()],
-                    sa.Index(f"{NAME}_source_started", "source", "started"),
-                    sa.Index(f"{NAME}_started", "started"))
-
-
-def create(conn: sa.Connection) -> None:
-    """Make the table and its indexes (a step of the migration chain)."""
-    table().create(conn, checkfirst=True)
 
 
 def write(db: Database, runs: Sequence[Run]) -> int:
-    """Insert `runs` in one transaction; return how many. Raise StorageError when the database refuses."""
+    """Insert `runs` in one transaction; return how many. Raise StorageError when the database refuses or is
+    away (the caller keeps them)."""
     if not runs:
         return 0
+    db.migrate()  # run at start; here when the database was away then (the table is the chain's)
     pg = db.engine.dialect.name == "postgresql"
     quote = db.engine.dialect.identifier_preparer.quote
     values = ", ".join(f"CAST(:{c} AS timestamptz)" if pg and kind == "time" else f":{c}"
-                       for c, kind in COLUMNS.items())
-    sql = f"INSERT INTO {NAME} ({', '.join(map(quote, COLUMNS))}) VALUES ({values})"
+                       for c, kind in RUNS_COLUMNS.items())
+    sql = f"INSERT INTO {NAME} ({', '.join(map(quote, RUNS_COLUMNS))}) VALUES ({values})"
     try:
         with db.engine.begin() as conn:
             conn.execute(sa.text(sql), [asdict(run) for run in runs])

@@ -17,29 +17,22 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from parser.core.errors import StorageError
 
-from . import migrate
-from .schema import column_type
-from .store import Database, schema_lock
+from .migrations import SOURCES_COLUMNS
+from .store import Database
 
 NAME = "sources"
-# Column -> its kind or SQL type, in the table's order. `address`: where the source is polled now when
-# that is not `url` (a permanent redirect followed, a feed found on the page `url` is).
-COLUMNS: dict[str, str] = {
-    "name": "text", "url": "text", "address": "text", "protocol": "text",
-    "title": "text", "site": "text", "description": "text", "language": "text", "tags": "list",
-    "last_poll": "time", "last_success": "time", "last_new": "time", "last_status": "integer",
-    "failures": "integer", "dead": "boolean",
-}
+# Column -> its kind or SQL type, in the table's order, as the chain's step made it (db/migrations.py).
+# `address`: where the source is polled now when that is not `url` (a permanent redirect followed, a feed
+# found on the page `url` is).
+COLUMNS = SOURCES_COLUMNS
 # Set from what the run knows, or left as they are when it knows nothing (NULL in the row written).
 _KEPT_WHEN_UNKNOWN = ("title", "site", "description", "language", "last_poll", "last_success", "last_new",
                       "failures", "dead")
-_SQL_TYPES: dict[str, sa.types.TypeEngine] = {"integer": sa.Integer(), "boolean": sa.Boolean()}
 
 
 class SourcesTable:
     def __init__(self) -> None:
         self.written: dict[str, dict] = {}  # name -> the row as this run last wrote it
-        self.made: set[str] = set()  # the databases (their URLs) the table is known to exist in
 
     def write(self, db: Database, rows: Sequence[Mapping]) -> int:
         """Upsert the rows (dicts of COLUMNS; `tags` a list) that differ from what this run last wrote;
@@ -47,30 +40,16 @@ class SourcesTable:
         changed = [dict(row) for row in rows if self.written.get(row["name"]) != row]
         if not changed:
             return 0
+        db.migrate()  # run at start; here when the database was away then (the table is the chain's)
         try:
             with db.engine.begin() as conn:
-                if db.url not in self.made:
-                    self._make(conn, db)
                 conn.execute(sa.text(_upsert(conn.dialect)), [_params(row) for row in changed])
         except SQLAlchemyError as exc:
             error = getattr(exc, "orig", None) or exc
             raise StorageError(f"cannot write table {NAME}: {(str(error).strip().splitlines() or ['?'])[0][:300]}") \
                 from None
-        self.made.add(db.url)
         self.written.update((row["name"], row) for row in changed)
         return len(changed)
-
-    @staticmethod
-    def _make(conn: sa.Connection, db: Database) -> None:
-        schema_lock(conn)
-        if sa.inspect(conn).has_table(NAME):
-            return
-        table = sa.Table(NAME, sa.MetaData(), *[
-            sa.Column(c, _SQL_TYPES.get(kind) or column_type(kind), primary_key=c == "name")
-            for c, kind in COLUMNS.items()])
-        table.create(conn, checkfirst=True)
-        migrate.version_of(conn, NAME)  # parser_schema made when missing
-        migrate.record_version(conn, NAME, migrated=False)
 
 
 def _upsert(dialect: sa.Dialect) -> str:

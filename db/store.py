@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import migrate, schema
+from db import migrations, schema
 from db.bulk import Loaded, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
@@ -34,9 +34,6 @@ log = logging.getLogger("parser")
 CHUNK_ROWS = 500  # rows per statement of a database other than SQLite and PostgreSQL
 # The bulk path of each driver (db/bulk.py), by SQLAlchemy's name for it; any other goes the generic way.
 _BULK = {"pysqlite": sqlite_insert, "psycopg": postgresql_copy}
-# The advisory lock key every daemon of a project takes around CREATE/ALTER TABLE (any fixed number;
-# this one spells "parser" in ASCII).
-SCHEMA_LOCK_KEY = 0x706172736572
 DEFAULT_TIMEOUT = 5.0  # DB_TIMEOUT's default: seconds to connect, and to wait for a lock
 # PostgreSQL: any one statement (a COPY or an INSERT of bulk.COPY_ROWS rows) ends after this long even
 # when it waits on no lock (a stalled disk, a user's slow trigger), so nothing holds the loop for longer.
@@ -62,6 +59,8 @@ class Database:
         self.metadata = sa.MetaData()
         self.tables: dict[str, sa.Table] = {}
         self.key_names: dict[str, str | None] = {}  # table -> its primary key constraint's name
+        self.histories: set[str] = set()  # the tables whose `<table>_versions` is known to be made
+        self.migrated = False  # the chain of schema steps run (Database.migrate)
         # The driver's own errors: db/bulk.py works on its connection, beneath SQLAlchemy.
         self._driver_errors: tuple[type[Exception], ...] = (self.engine.dialect.loaded_dbapi.Error,)
 
@@ -76,55 +75,48 @@ class Database:
         except SQLAlchemyError as exc:
             raise StorageError(f"database unreachable: {_short(exc)}") from None
 
-    def table(self, name: str, columns: Sequence[str], kinds: Mapping[str, str] | None = None) -> sa.Table:
+    def migrate(self) -> None:
+        """Run the chain of schema steps this database lacks (db/migrations.py), once per run: at start,
+        or at the first flush when the database was away then. Raise SchemaRefusedError (a newer
+        version's database, or a step refused: nothing written by it), StorageError when it cannot be
+        reached or a lock was waited on too long."""
+        if self.migrated:
+            return
+        try:
+            migrations.run(self.engine)
+        except SchemaRefusedError:
+            raise
+        except SQLAlchemyError as exc:
+            raise StorageError(f"cannot prepare the database: {self._explain(classify(exc), exc)}") from None
+        self.migrated = True
+
+    def table(self, name: str, columns: Sequence[str], kinds: Mapping[str, str] | None = None, *,
+              history: bool = False) -> sa.Table:
         """The table `name` with a unique hash column and a column per name, typed by its kind (db/schema.py:
-        `kinds` per column, else the kind known for its name, else text); created when missing. An existing
-        table is brought to this version's shape (db/migrate.py) when an older version made it, else given
-        the columns a newer version added. All in one transaction: a table is at one version or the next.
+        `kinds` per column, else the kind known for its name, else text), as db/migrations.py's
+        ensure_table makes it or brings it to this version's shape (after the chain, once per run), with
+        its `<name>_versions` when `history`; a table of that shape is not changed. Looked up once per
+        run: a flush's own calls change nothing.
 
         Raise SchemaRefusedError when the database refuses to change it, StorageError when it cannot be
         reached or a lock was waited on too long."""
-        if name in self.tables:
+        if name in self.tables and (not history or name in self.histories):
             return self.tables[name]
+        self.migrate()
         wanted = schema.shape(name, columns, kinds)
         try:
             with self.engine.begin() as conn:
-                schema_lock(conn)
-                inspector = sa.inspect(conn)
-                if not inspector.has_table(name):
-                    table = schema.sa_table(self.metadata, wanted)
-                    table.create(conn, checkfirst=True)
-                    migrate.version_of(conn, name)  # parser_schema made when missing
-                    migrate.record_version(conn, name, migrated=False)
-                else:
-                    self._complete(conn, inspector, wanted)
-                    table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
+                migrations.ensure_table(conn, wanted, history=history)
+                table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
                 self.key_names[name] = sa.inspect(conn).get_pk_constraint(name).get("name")
         except SchemaRefusedError:
             raise
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot prepare table {name}: {self._explain(classify(exc), exc)}") from None
         self.tables[name] = table
+        if history:
+            self.histories.add(name)
         return table
-
-    def _complete(self, conn: sa.Connection, inspector: sa.Inspector, wanted: schema.Shape) -> None:
-        """An existing table: one an older version made is brought to this version's shape (db/migrate.py);
-        one of this version gets the columns a newer release added, typed, and the unique index on hash
-        when someone dropped it (every insert names it: without it, none would go in)."""
-        name, quote = wanted.name, self.engine.dialect.identifier_preparer.quote
-        version = migrate.version_of(conn, name)
-        if version is None or version < schema.SCHEMA_VERSION:
-            migrate.upgrade(conn, inspector, wanted, version or migrate.FIRST_VERSION)
-            inspector = sa.inspect(conn)  # what it cached is the table before
-        present = {c["name"] for c in inspector.get_columns(name)}
-        for column in (c for c in wanted.columns if c not in present):
-            spelled = schema.type_sql(wanted.kinds[column], self.engine.dialect)
-            conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column)} {spelled}"))
-            log.info("added column %s to table %s", column, name)
-        unique = [*inspector.get_unique_constraints(name), *(i for i in inspector.get_indexes(name) if i["unique"])]
-        if not any(u["column_names"] == ["hash"] for u in unique):
-            conn.execute(sa.text(f"CREATE UNIQUE INDEX {quote(name + '_hash_key')} ON {quote(name)} (hash)"))
-            log.warning("table %s had no unique index on hash (dropped?): created it again", name)
 
     def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[Mapping] | Sequence[Sequence], *,
                    fields: Sequence[str] | None = None, mend: bool = True, mode: str | Updates = "update") -> Loaded:
@@ -169,7 +161,7 @@ class Database:
         DB_TIMEOUT raises StorageError at once, not waited on twice."""
         if self.engine.dialect.driver != "psycopg":
             return None
-        table = self.table(name, columns)
+        table = self.table(name, columns, history=mode == "history")
         known = {c.name for c in table.columns} - {"id"}
         if "hash" not in fields or len(set(fields)) != len(fields) or not known.issuperset(fields):
             return None  # a file staged by another version: insert_new leaves out what the table lacks
@@ -177,7 +169,7 @@ class Database:
         refused: tuple[type[Exception], ...] = (SQLAlchemyError, *self._driver_errors, UnsafeForCopyError)
         try:
             with self.engine.begin() as conn:
-                return postgresql_copy_csv(conn.connection.driver_connection, self._target(conn, table, mode), fields,
+                return postgresql_copy_csv(conn.connection.driver_connection, self._target(table, mode), fields,
                                            path, quote, escaped_start)
         except refused as exc:
             failure, fault = exc, classify(exc, self.key_names.get(name))
@@ -192,7 +184,8 @@ class Database:
 
     def _insert_rows(self, name: str, columns: Sequence[str], fields: Sequence[str], rows: Sequence[Sequence],
                      mode: str | Updates) -> Loaded:
-        table = self.table(name, columns)
+        updates = mode if isinstance(mode, Updates) else Updates(mode)
+        table = self.table(name, columns, history=updates.widest == "history")
         known = {c.name for c in table.columns} - {"id"}
         if not known.issuperset(fields):  # a file staged by a version with a column this table lacks
             kept = [i for i, field in enumerate(fields) if field in known]
@@ -201,41 +194,18 @@ class Database:
         with self.engine.begin() as conn:
             load = _BULK.get(self.engine.dialect.driver)
             if load:
-                return load(conn.connection.driver_connection, self._target(conn, table, mode), fields, rows, quote)
+                return load(conn.connection.driver_connection, self._target(table, mode), fields, rows, quote)
             return self._insert_generic(conn, table, fields, rows)
 
-    def _target(self, conn: sa.Connection, table: sa.Table, mode: str | Updates) -> Target:
-        """Where a load goes; when a row may keep its versions ("history"), the `<table>_versions` table made
-        (or completed) first."""
+    def _target(self, table: sa.Table, mode: str | Updates) -> Target:
+        """Where a load goes; when a row may keep its versions ("history"), also the `<table>_versions` table
+        (made at start: Database.table)."""
         columns = [c.name for c in table.columns]
         changed_type = table.c.changed.type.compile(dialect=self.engine.dialect) \
             if "changed" in table.c and self.engine.dialect.name == "postgresql" else ""
         updates = mode if isinstance(mode, Updates) else Updates(mode)
-        versions = self._versions(conn, table) if updates.widest == "history" else ()
+        versions = [*columns, "replaced"] if updates.widest == "history" else []
         return Target(table.name, columns, updates, versions, changed_type)
-
-    def _versions(self, conn: sa.Connection, table: sa.Table) -> list[str]:
-        """UPDATES = "history": `<table>_versions` holds each row as it was before an update changed it (its
-        `id` the row's own, `replaced` when the update came), with the table's columns and types; a column
-        the table gained since is added. Returns its columns."""
-        name = f"{table.name}_versions"
-        inspector = sa.inspect(conn)
-        if not inspector.has_table(name):
-            schema_lock(conn)
-            versions = sa.Table(name, sa.MetaData(), sa.Column("version", sa.Integer, primary_key=True,
-                                                                  autoincrement=True),
-                                *[sa.Column(c.name, c.type) for c in table.columns],
-                                sa.Column("replaced", table.c.fetched.type if "fetched" in table.c else sa.Text))
-            versions.create(conn, checkfirst=True)
-            sa.Index(f"{name}_hash", versions.c.hash).create(conn, checkfirst=True)
-            return [c.name for c in versions.columns if c.name != "version"]
-        present = {c["name"] for c in inspector.get_columns(name)}
-        quote = self.engine.dialect.identifier_preparer.quote
-        for column in table.columns:
-            if column.name not in present:
-                spelled = column.type.compile(dialect=self.engine.dialect)
-                conn.execute(sa.text(f"ALTER TABLE {quote(name)} ADD COLUMN {quote(column.name)} {spelled}"))
-        return [*(c.name for c in table.columns), "replaced"]
 
     def _bound_session(self, connection, _record) -> None:
         """PostgreSQL, each new connection: wait DB_TIMEOUT at most for a lock, run a statement
@@ -271,6 +241,8 @@ class Database:
         table = self.tables.pop(name, None)
         if table is not None:
             self.metadata.remove(table)
+        self.histories.discard(name)
+        self.migrated = False  # a file replaced may lack the record too: the chain looks again
         with self.engine.connect() as conn:
             missing = not sa.inspect(conn).has_table(name)
         self.table(name, columns)
@@ -340,21 +312,6 @@ class Database:
                 return conn.execute(query, {"hashes": list(hashes)}).first() is not None
         except SQLAlchemyError as exc:
             raise StorageError(f"cannot read table {name}: {_short(exc)}") from None
-
-
-def schema_lock(conn: sa.Connection) -> None:
-    """Hold the schema lock until this transaction ends. PostgreSQL: two daemons started at once both
-    see a table missing and both run CREATE TABLE; without the lock one of them fails on pg_type's
-    unique index. SQLite: its write lock, taken now."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-    elif conn.dialect.name == "sqlite" and (driver := conn.connection.driver_connection) is not None \
-            and not driver.in_transaction:
-        # sqlite3 (Python's default) opens a transaction before INSERT/UPDATE/DELETE only: a CREATE or
-        # ALTER TABLE before them would be committed on its own, and a kill between two of them would
-        # leave a table half changed. BEGIN IMMEDIATE makes them one transaction, and takes the write
-        # lock before the table is looked at, as the advisory lock does in PostgreSQL.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def connect_args(url: str, timeout: float) -> dict:

@@ -9,12 +9,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from db import runs_table
 from db.sources_table import NAME as SOURCES_TABLE
 from db.sources_table import SourcesTable
 from db.store import Database
+from db.upsert import Updates
 
 from .adapters.parsed import FeedInfo
 from .core import logs
@@ -92,22 +91,26 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
 
 
 def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
-    """At start, before the first flush: each sink's table made, or brought from an older version's shape
-    to this one's (db/migrate.py). A refusal stops the start (SchemaRefusedError: exit 2, saying what to
-    do); a database away or locked is said, and the flush tries again."""
+    """At start, before the first flush: the chain of schema steps this database lacks (db/migrations.py),
+    then each sink's table made from its settings, or brought from an older version's shape to this
+    one's, with its `<table>_versions` when its UPDATES is "history"; a flush then only writes rows. A
+    refusal stops the start (SchemaRefusedError: a newer version's database, a table the database will
+    not change: exit 2, saying what to do); a database away or locked is said, and the first flush does
+    this instead."""
     try:
-        with db.engine.begin() as conn:
-            runs_table.create(conn)
-    except SQLAlchemyError as exc:  # said; its rows wait in memory, and the next start tries again
-        log.warning("table %s not made: %s", runs_table.NAME, str(getattr(exc, "orig", None) or exc).strip()[:300])
-    for sink in sinks:
-        try:
-            db.table(sink.table, sink.columns, getattr(sink, "kinds", None))  # a job's typed fields (JobSink)
-        except SchemaRefusedError:
-            raise
-        except StorageError as exc:
-            log.warning("%s; tried again at the first flush", exc)
-            return  # the others would wait as long again
+        db.migrate()
+        for sink in sinks:
+            # A job's typed fields (JobSink's kinds); the feeds' table is the chain's, its shape the same.
+            db.table(sink.table, sink.columns, getattr(sink, "kinds", None), history=keeps_history(sink.updates))
+    except SchemaRefusedError:
+        raise
+    except StorageError as exc:
+        log.warning("%s; tried again at the first flush", exc)
+
+
+def keeps_history(updates: str | Updates) -> bool:
+    """Whether a sink's UPDATES (one mode, or the table's with its sources' own) keeps any row's versions."""
+    return (updates if isinstance(updates, Updates) else Updates(updates)).widest == "history"
 
 
 class SourcesWriter:

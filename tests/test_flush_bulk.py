@@ -96,10 +96,11 @@ def test_the_rows_go_to_the_driver_in_bulk_not_a_statement_per_chunk_through_sql
     sends none: sqlite3's one executemany, PostgreSQL's COPY, on the driver's connection."""
     sink = open_sink(tmp_path / "staging")
     sink.stage([entry(n) for n in range(1200)])
+    db.table("items", ("hash", *RECORD_FIELDS))  # made at start (the chain's rows are no flush's)
     sent: list[str] = []
     sa.event.listen(db.engine, "before_cursor_execute", lambda *args: sent.append(args[2]))
     assert sink.flush(db) == (1200, 0, 0, 0)
-    assert [s for s in sent if s.lstrip().upper().startswith("INSERT") and "parser_schema" not in s] == []
+    assert [s for s in sent if s.lstrip().upper().startswith("INSERT")] == []
     assert len(select(db_url, "SELECT hash FROM items")) == 1200
     sink.close()
 

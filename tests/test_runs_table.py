@@ -2,6 +2,9 @@
 SQLite and PostgreSQL: what a user asks of it ("what failed this week") answered by one query."""
 from __future__ import annotations
 
+import json
+import socket
+
 import pytest
 import sqlalchemy as sa
 
@@ -57,3 +60,14 @@ def test_every_poll_and_job_pass_is_a_row_and_a_week_of_failures_is_one_query(pr
     assert query(db_url, FAILED_THIS_WEEK[db_url.split(":")[0].split("+")[0]]) == [("gone", 3)]
     seconds = query(db_url, "select min(seconds), max(seconds) from runs")[0]
     assert 0 <= seconds[0] <= seconds[1] < 60
+
+
+def test_in_a_group_a_row_names_the_daemon_that_polled(project, server, pg_url):
+    url = "postgresql+psycopg://" + pg_url.split("://", 1)[1]
+    server.route("/news.xml", body=rss(numbered_items(1, 3)))
+    project.write_params(SOURCES=[{"name": "news", "url": server.url("/news.xml")}], DB_URL=url, SHARED=True)
+    proc = project.run("--once")
+    assert proc.returncode == 0, proc.stderr + project.log("errors.log")
+    [(daemon, outcome)] = query(url, "select daemon, outcome from runs")
+    pid = json.loads((project.staging / "daemon.json").read_text("utf-8"))["pid"]
+    assert outcome == "new" and daemon == f"{socket.gethostname()}:{pid}"

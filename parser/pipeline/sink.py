@@ -264,6 +264,7 @@ class PrintSink:
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
         self.notes = notes
+        self.updates: str | Updates = "ignore"  # writes nothing, so keeps no versions
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
@@ -297,6 +298,7 @@ class RecordSink(Protocol):
     """Where a technique stages its records: a table's Sink, or --dry-run's PrintSink in its place."""
     table: str
     columns: tuple[str, ...]
+    updates: str | Updates  # UPDATES for its table (db/upsert.py): "history" keeps `<table>_versions`
     history: History
     dedup: Uniqueness
 

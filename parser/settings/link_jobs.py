@@ -33,8 +33,9 @@ RESERVED_COLUMNS = ("id", "hash", "url", "fetched", "changed", "gone")
 # (db/store.py's _versions), which a field of the same name would collide with.
 VERSIONS_COLUMNS = ("version", "replaced")
 # A job's name is its table's: these tables are the parser's own (the feeds' entries, the `sources`
-# table, the feeds' earlier versions), and every `parser_` table (each table's schema version, the
-# group's coordination tables of SHARED = True).
+# table, the feeds' earlier versions, the polls' and passes' `runs`), and every `parser_` table (each table's
+# schema version, the record of the schema steps run: db/migrations.py, the group's coordination tables of
+# SHARED = True).
 RESERVED_TABLES = {"items": "the feeds' table", "sources": "the sources' table (a row per source, for joins)",
                    "items_versions": "the feeds' earlier versions (UPDATES = \"history\")",
                    "runs": "the runs' table (a row per poll and per job pass)"}
