@@ -216,6 +216,7 @@ def vacuum(db: Database, tables: Sequence[str]) -> None:
     try:
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             if db.engine.dialect.name == "sqlite":
+                conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")  # taken up by the VACUUM's rewrite
                 conn.exec_driver_sql("VACUUM")
                 return
             present = set(sa.inspect(conn).get_table_names())

@@ -106,4 +106,8 @@ def sqlite_incremental(dbapi_connection, _record=None) -> None:
     (db/retention.py's release_space runs PRAGMA incremental_vacuum after a retention pass). auto_vacuum takes
     effect only when set before the file's first table; on a file that has tables it waits for a VACUUM
     (`parser-daemon retain --vacuum`), which rebuilds the file with it."""
-    dbapi_connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    # Set only where it takes effect: setting it again on a file that has it is a write (the file's change
+    # counter moves), which a start refused before it writes anything must not make.
+    if dbapi_connection.execute("PRAGMA auto_vacuum").fetchone()[0] != 2 and \
+            dbapi_connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+        dbapi_connection.execute("PRAGMA auto_vacuum = INCREMENTAL")
