@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from db.upsert import Target, on_conflict, versions_insert
+from db.upsert import Target, on_conflict, stamped, versions_insert
 
 # PostgreSQL: rows per COPY and INSERT ... SELECT, so that every statement ends well within
 # store.STATEMENT_LIMIT (about 40 MB of 4 KB rows; 200,000 rows took 20 s in all on a 2-core machine).
@@ -51,8 +51,9 @@ def sqlite_insert(connection, target: Target, fields: Sequence[str], rows: Seque
                 touched_part, versions_part = _sqlite_history(cursor, target, fields, part, quote)
                 touched, versions = touched + touched_part, versions + versions_part
         else:  # one statement a row, in the file's order: of two versions the later applies last
-            values = ", ".join("?" if f == "hash" else "NULLIF(?, '')" for f in fields)
-            cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, fields))}) VALUES ({values}) "
+            stamp, stamp_values = stamped(target, "sqlite")
+            values = ", ".join(["?" if f == "hash" else "NULLIF(?, '')" for f in fields] + stamp_values)
+            cursor.executemany(f"INSERT INTO {table} ({', '.join(map(quote, [*fields, *stamp]))}) VALUES ({values}) "
                                + on_conflict(target, fields, "sqlite", quote), rows)
             touched = cursor.rowcount
         inserted = cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE id > ?", (before,)).fetchone()[0]
@@ -97,7 +98,9 @@ def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequenc
     staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
     cursor.execute(versions_insert(target, staged, fields, "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
     versions = cursor.rowcount
-    cursor.execute(f"INSERT INTO {quote(target.table)} ({names}) SELECT {typed} FROM {_STAGED}_h WHERE true "
+    stamp, stamp_values = stamped(target, "sqlite")
+    cursor.execute(f"INSERT INTO {quote(target.table)} ({', '.join(map(quote, [*fields, *stamp]))}) "
+                   f"SELECT {', '.join([typed, *stamp_values])} FROM {_STAGED}_h WHERE true "
                    + on_conflict(target, fields, "sqlite", quote))
     touched = cursor.rowcount
     cursor.execute(f"DROP TABLE {_STAGED}_h")
@@ -164,6 +167,9 @@ def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], valu
     rounds = 1 if target.updates.widest == "ignore" else _most_versions(cursor, staged)  # DO NOTHING: any order
     fetched = f"{values[fields.index('fetched')]}, " if "fetched" in fields else ""
     clause = on_conflict(target, fields, "postgresql", quote)
+    stamp, stamp_values = stamped(target, "postgresql")
+    into = ", ".join(map(quote, [*fields, *stamp]))
+    picked = ", ".join(["s.*", *stamp_values])
     loaded = Loaded(0, 0)
     for n in range(1, rounds + 1):
         if rounds == 1:  # nearly every part: each hash once
@@ -176,7 +182,7 @@ def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], valu
         if target.updates.widest == "history":
             cursor.execute(versions_insert(target, f"({source}) s", fields, "postgresql", quote, "now()"))
             versions = cursor.rowcount
-        cursor.execute(f"WITH moved AS (INSERT INTO {table} ({names}) SELECT * FROM ({source}) s {clause} "
+        cursor.execute(f"WITH moved AS (INSERT INTO {table} ({into}) SELECT {picked} FROM ({source}) s {clause} "
                        "RETURNING (xmax = 0) AS fresh) "
                        "SELECT COUNT(*) FILTER (WHERE fresh), COUNT(*) FILTER (WHERE NOT fresh) FROM moved")
         inserted, updated = cursor.fetchone()

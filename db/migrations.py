@@ -226,6 +226,17 @@ def _runs(conn: sa.Connection) -> None:
     runs.create(conn)
 
 
+def _stored(conn: sa.Connection) -> None:
+    """`stored` on items: when a flush last wrote the row (inserted it, or updated it for an edit), which
+    `export --since` compares; rows stored before have NULL (their `changed` or `fetched` stands in). A job's
+    table gets it from its shape at start (ensure_table)."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns(schema.FEEDS_TABLE)}
+    if "stored" not in present:
+        quote = conn.dialect.identifier_preparer.quote
+        conn.execute(sa.text(f"ALTER TABLE {quote(schema.FEEDS_TABLE)} ADD COLUMN stored "
+                             f"{schema.type_sql('time', conn.dialect)}"))
+
+
 # The chain. A step, once released, is never changed: a change is a new step at the end.
 STEPS: tuple[Step, ...] = (
     Step(1, f"the record of these steps ({RECORD})", _record),
@@ -235,6 +246,7 @@ STEPS: tuple[Step, ...] = (
     Step(5, "the group's tables (SHARED): schedule and leases, links, deliveries, WebSub, host slots",
          _group_tables, group=True),
     Step(6, "a row per poll of a source (runs): when, how long, its outcome, status and counts", _runs),
+    Step(7, "when a flush last wrote each entry (items.stored), for export --since", _stored),
 )
 LATEST = STEPS[-1].number
 

@@ -23,7 +23,7 @@ SCHEMA_VERSION = 2
 # every table (OWN_KINDS). A job's table knows only these last: its fields are its user's, named as he
 # likes (a `published` that reads "Published on 1 March 2024"), text unless the job declares a type
 # (Database.table's `kinds`).
-OWN_KINDS: Mapping[str, str] = {"fetched": "time", "changed": "time", "gone": "time"}
+OWN_KINDS: Mapping[str, str] = {"fetched": "time", "changed": "time", "gone": "time", "stored": "time"}
 KNOWN_KINDS: Mapping[str, str] = {
     **OWN_KINDS, "published": "time", "updated": "time", "categories": "list", "enclosures": "list",
 }
@@ -41,8 +41,9 @@ _PG_CASTS = {"time": "timestamptz", "number": "double precision", "list": "jsonb
 
 def added_columns(table: str) -> tuple[str, ...]:
     """The columns the parser fills itself besides the record's: `changed` (when an update last changed the
-    row) everywhere, and `gone` (when a job's object was found gone at its address) on a job's table."""
-    return ("changed",) if table == FEEDS_TABLE else ("changed", "gone")
+    row) and `stored` (when a flush last wrote it: what `export --since` compares) everywhere, and `gone`
+    (when a job's object was found gone at its address) on a job's table."""
+    return ("changed", "stored") if table == FEEDS_TABLE else ("changed", "gone", "stored")
 
 
 @dataclass(frozen=True)

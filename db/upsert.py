@@ -23,7 +23,15 @@ from typing import NamedTuple
 from parser.core.record import EDITABLE_FIELDS
 
 MODES = ("update", "history", "ignore")
-KEPT = frozenset({"id", "hash", "source", "fetched", "changed"})  # never overwritten by an update
+KEPT = frozenset({"id", "hash", "source", "fetched", "changed", "stored"})  # never overwritten by an update
+# When a flush wrote a row (its `stored`), as each database spells the time of its statement.
+NOW = {"sqlite": "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')", "postgresql": "now()"}
+
+
+def stamped(target: Target, dialect: str) -> tuple[list[str], list[str]]:
+    """The column an insert into the target adds to the staged fields, and its value: `stored`, the time of
+    the flush, where the table has it (every table this version made or brought up; not a user's own)."""
+    return (["stored"], [NOW[dialect]]) if "stored" in target.columns else ([], [])
 
 
 class Updates(NamedTuple):
@@ -103,6 +111,8 @@ def on_conflict(target: Target, fields: Sequence[str], dialect: str, quote: Call
     if not updatable:
         return "ON CONFLICT (hash) DO NOTHING"
     sets = [f"{quote(f)} = excluded.{quote(f)}" for f in updatable]
+    if "stored" in target.columns:  # only where the WHERE below lets the update through: the row changed
+        sets.append(f"stored = {NOW[dialect]}")
     if "changed" in target.columns and "fetched" in fields:
         edited = differs([(f"{stored}.{quote(f)}", f"excluded.{quote(f)}") for f in edited_fields(table, fields)],
                          dialect, filled=False)

@@ -42,7 +42,15 @@ from .export_formats import write_atom, write_csv, write_jsonl
 FORMATS = ("jsonl", "csv", "atom")
 CHUNK_ROWS = 500  # rows a read: a few MB of HTML bodies at most, and a hold on a SQLite file of milliseconds
 SCAN_ROWS = 20_000  # --cursor: (key, changed) pairs a read, a few hundred KB
-SINCE_COLUMNS = ("changed", "fetched")  # new or changed: what a cron job taking only the new wants
+# New or changed: what a cron job taking only the new wants. `stored` (when a flush wrote the row) is what
+# makes a chain of runs `--since` the previous run's start miss nothing: an entry polled before that start
+# and flushed after it has an older `fetched`. `changed` and `fetched` stand in for rows stored before the
+# column existed (NULL there).
+SINCE_COLUMNS = ("stored", "changed", "fetched")
+# A flush's rows carry the time its transaction began, and are seen when it commits: a run starting in
+# between does not see them, so `stored` is compared from this much before `--since` (a flush's statements
+# are bounded by store.STATEMENT_LIMIT each; a row may come twice in a chain, never not at all).
+STORED_OVERLAP = timedelta(minutes=10)
 SINCE_FORMS = ("an ISO 8601 time (2024-05-20, 2024-05-20T08:30:00Z, 2024-05-20T10:30:00+02:00; "
                "no zone is UTC) or a duration back from now (7d, 12h, 30m, 90s)")
 
@@ -192,17 +200,18 @@ def _users(table: str) -> bool:
 
 
 def _since_clause(table: sa.TableClause, types: dict, since: datetime, name: str) -> sa.ColumnElement:
-    """`changed` or `fetched` at or after `since`; a table without `changed` (an older one): `fetched`.
+    """`stored` (less STORED_OVERLAP), `changed` or `fetched` at or after `since`, those the table has.
     A timestamptz column is compared as a time, a text one as the ISO text that sorts as time does."""
     present = [c for c in SINCE_COLUMNS if c in types]
     if not present:
         raise ValueError(f"--since needs a changed or fetched column; table {name!r} has neither")
     tests = []
     for column in present:
+        start = since - STORED_OVERLAP if column == "stored" else since
         if isinstance(types[column], sa.DateTime):
-            tests.append(table.c[column] >= sa.literal(since, sa.DateTime(timezone=True)))
+            tests.append(table.c[column] >= sa.literal(start, sa.DateTime(timezone=True)))
         else:
-            tests.append(table.c[column] >= sa.literal(format_utc(since), sa.Text))
+            tests.append(table.c[column] >= sa.literal(format_utc(start), sa.Text))
     return sa.or_(*tests)
 
 
