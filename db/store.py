@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import migrate, schema
+from db import migrate, schema, search_index
 from db.bulk import Loaded, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
@@ -44,9 +44,10 @@ STATEMENT_LIMIT = 60.0
 
 
 class Database:
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, search: bool = True):
         self.url = url
         self.timeout = timeout
+        self.search = search  # SEARCH: the items table's full-text index made (db/search_index.py), or dropped
         try:
             database = sa.engine.make_url(url).database
             if url.startswith("sqlite") and database and database != ":memory:":
@@ -97,6 +98,10 @@ class Database:
                 else:
                     self._complete(conn, inspector, wanted)
                     table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
+                if name == schema.FEEDS_TABLE and self.search:  # built from the rows stored, in this transaction
+                    search_index.create(conn)
+                elif name == schema.FEEDS_TABLE:
+                    search_index.drop(conn)
                 self.key_names[name] = sa.inspect(conn).get_pk_constraint(name).get("name")
         except SchemaRefusedError:
             raise

@@ -106,7 +106,7 @@ def read_db_url(params_path: Path) -> str:
 def export(db_url: str, request: ExportRequest, stdout: BinaryIO, *, since: datetime | None,
            now: datetime) -> int:
     """Write the table's rows (those asked for) to -o's file or to `stdout`; the number written."""
-    engine = _engine(db_url)
+    engine = read_only_engine(db_url)
     try:
         plan = _plan(engine, request, since)
         # closing(): a write that fails (a closed pipe) ends the read before the engine goes, not at the
@@ -119,7 +119,7 @@ def export(db_url: str, request: ExportRequest, stdout: BinaryIO, *, since: date
         engine.dispose()
 
 
-def _engine(db_url: str) -> sa.Engine:
+def read_only_engine(db_url: str) -> sa.Engine:
     """Read only: a SQLite file is opened with mode=ro (never created, never written), a PostgreSQL
     session is read-only."""
     url = sa.engine.make_url(db_url)

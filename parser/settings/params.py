@@ -151,6 +151,7 @@ class Settings:
     parse_processes: int = 0        # processes parsing polled bodies; 0 = in the fetching threads (cpu_pool.py)
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
     updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
+    search: bool = True             # SEARCH: the items table's full-text index (db/search_index.py)
 
     @property
     def items_updates(self) -> Updates:
@@ -178,6 +179,7 @@ DEFAULTS: dict[str, Any] = {
     "DEDUP": "hashfile",
     "UNIQUE_WINDOW": None,
     "UPDATES": "update",
+    "SEARCH": True,
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
@@ -300,6 +302,7 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: Problems) -> Any:
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
     check("UPDATES", lambda x: x in UPDATE_MODES, f"must be one of {', '.join(map(repr, UPDATE_MODES))}")
+    check("SEARCH", lambda x: isinstance(x, bool), "must be True or False")
     _check_unique_window(v, problems)
     check_default_filter(v, problems)
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
@@ -375,6 +378,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
         parse_processes=default_processes(len(sources)) if v["PARSE_PROCESSES"] == "auto" else v["PARSE_PROCESSES"],
         parse_on_demand=v["PARSE_PROCESSES"] == "auto",
         updates=v["UPDATES"],
+        search=v["SEARCH"],
     )
 
 
