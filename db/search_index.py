@@ -85,9 +85,14 @@ class Found:
 
 # -- the schema ---------------------------------------------------------------------------------------
 
+NEEDED = ("id", "title", "summary", "language")  # the columns the index reads
+
+
 def create(conn: sa.Connection) -> bool:
     """Make the index in the caller's transaction when it is missing or incomplete, built from the rows the
-    table holds; True when made. The table `items` must exist, with its columns."""
+    table holds; True when made. A table without the columns it reads (a person's own `items`) gets none."""
+    if not set(NEEDED) <= {c["name"] for c in sa.inspect(conn).get_columns(TABLE)}:
+        return False
     if conn.dialect.name == "sqlite":
         return _create_sqlite(conn)
     if conn.dialect.name == "postgresql":
@@ -127,8 +132,10 @@ def _create_sqlite(conn: sa.Connection) -> bool:
     conn.execute(sa.text(_FTS5))
     for trigger in _FTS5_TRIGGERS:
         conn.execute(sa.text(trigger))
-    conn.execute(sa.text(f"INSERT INTO {INDEX}({INDEX}) VALUES ('rebuild')"))
-    _said_built(conn, started)
+    rows = conn.execute(sa.text(f"SELECT COUNT(*) FROM {TABLE}")).scalar_one()
+    if rows:  # stored by an older version, or with SEARCH = False (a new table's needs no statement)
+        conn.execute(sa.text(f"INSERT INTO {INDEX}({INDEX}) VALUES ('rebuild')"))
+    _said_built(rows, started)
     return True
 
 
@@ -143,13 +150,14 @@ def _create_postgresql(conn: sa.Connection) -> bool:
     conn.execute(sa.text(f"DROP INDEX IF EXISTS {INDEX}"))
     conn.execute(sa.text(f"CREATE INDEX {INDEX} ON {TABLE} USING gin (({_pg_vector(languages)}))"))
     conn.execute(sa.text(f"COMMENT ON INDEX {INDEX} IS {_literal(wanted)}"))
-    _said_built(conn, started)
+    _said_built(conn.execute(sa.text(f"SELECT COUNT(*) FROM {TABLE}")).scalar_one(), started)
     return True
 
 
-def _said_built(conn: sa.Connection, started: float) -> None:
-    rows = conn.execute(sa.text(f"SELECT COUNT(*) FROM {TABLE}")).scalar_one()
-    log.info("table %s: search index made over %d rows in %.1f s", TABLE, rows, time.monotonic() - started)
+def _said_built(rows: int, started: float) -> None:
+    """Say in the log how many rows an index was made over, if any (a new table's is not worth a line)."""
+    if rows:
+        log.info("table %s: search index made over %d rows in %.1f s", TABLE, rows, time.monotonic() - started)
 
 
 def _pg_languages(conn: sa.Connection) -> dict[str, str]:
