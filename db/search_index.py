@@ -2,16 +2,17 @@
 for both databases, in this one module.
 
 SQLite: an FTS5 table `items_search` over `items` (external content: the text is read from `items`,
-not stored twice), kept by three triggers. PostgreSQL: a GIN index `items_search` on an expression
-that builds each row's tsvector with the text search configuration of its `language` (german for
-'de-DE', 'simple' where none fits), so `Haus` finds `Die Häuser am Hafen` in a German entry.
+not stored twice), kept by three triggers. PostgreSQL: a generated column `search`, each row's tsvector
+built with the text search configuration of its `language` (german for 'de-DE', 'simple' where none
+fits), and a GIN index `items_search` on it, so `Haus` finds `Die Häuser am Hafen` in a German entry.
 Either way the index changes in the transaction that changes a row (every insert, update and delete,
 whoever makes it), and the flush's code knows nothing of it. Indexed: `title` (weighted above the
 rest) and `summary`, the entry's plain text; `content` is HTML and is left out.
 
-A PostgreSQL index is an expression rather than a stored column, so no other reader of `items` (export,
-the versions table, the upserts) ever meets a tsvector column; the configurations a server has are
-written in the index's comment, so a query rebuilds the very expression the index holds.
+PostgreSQL's tsvector is stored, not an index on an expression: ranking and a phrase's check read it rather
+than parse every matching row's text again (seconds over a few thousand rows). COLUMN is no record field:
+Database.table leaves it out of the table it loads into, and export leaves it out. The configurations a
+server has are written in the column's comment, so a query builds the row's configuration as the column did.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from parser.core.dates import format_utc
 log = logging.getLogger("parser")
 TABLE = "items"
 INDEX = "items_search"  # SQLite: the FTS5 table; PostgreSQL: the GIN index
+COLUMN = "search"       # PostgreSQL: the generated tsvector column the index is on
 TRIGGERS = ("items_search_insert", "items_search_delete", "items_search_update")
 START, STOP = "\x02", "\x03"  # around a matched word in a snippet (no feed text holds these: control characters)
 # ISO 639-1 code (the part of `language` before '-' or '_') -> PostgreSQL's text search configuration.
@@ -103,16 +105,21 @@ def create(conn: sa.Connection) -> bool:
 def drop(conn: sa.Connection) -> bool:
     """SEARCH = False: remove every object of the index, in the caller's transaction; True when any was there."""
     if conn.dialect.name == "sqlite":
-        present = _sqlite_objects(conn)
+        had = bool(_sqlite_objects(conn))
         for trigger in TRIGGERS:
             conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {trigger}"))
         conn.execute(sa.text(f"DROP TABLE IF EXISTS {INDEX}"))
-        return bool(present)
-    if conn.dialect.name == "postgresql":
-        present = conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": INDEX}).scalar_one()
+    elif conn.dialect.name == "postgresql":
+        had = conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_attribute WHERE "
+                                   "attrelid = to_regclass(:t) AND attname = :c AND NOT attisdropped)"),
+                           {"i": INDEX, "t": TABLE, "c": COLUMN}).scalar_one()
         conn.execute(sa.text(f"DROP INDEX IF EXISTS {INDEX}"))
-        return bool(present)
-    return False
+        conn.execute(sa.text(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS {COLUMN}"))
+    else:
+        return False
+    if had:
+        log.info("table %s: search index dropped (SEARCH = False)", TABLE)
+    return had
 
 
 def _sqlite_objects(conn: sa.Connection) -> set[str]:
@@ -127,7 +134,9 @@ def _create_sqlite(conn: sa.Connection) -> bool:
         return False
     # Some are missing: the table was dropped (its triggers with it) or a person removed one. What the FTS5
     # table holds no longer follows the rows, so it is made again whole.
-    drop(conn)
+    for trigger in TRIGGERS:
+        conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {trigger}"))
+    conn.execute(sa.text(f"DROP TABLE IF EXISTS {INDEX}"))
     started = time.monotonic()
     conn.execute(sa.text(_FTS5))
     for trigger in _FTS5_TRIGGERS:
@@ -142,14 +151,19 @@ def _create_sqlite(conn: sa.Connection) -> bool:
 def _create_postgresql(conn: sa.Connection) -> bool:
     languages = _pg_languages(conn)
     wanted = _COMMENT + json.dumps(languages, sort_keys=True)
-    if _pg_comment(conn) == wanted:
+    indexed = conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": INDEX}).scalar_one()
+    if _pg_comment(conn) == wanted and indexed:
         return False
-    # Missing, or made with other configurations (a server that has more since): made again with these.
+    # Missing, or made with other configurations (a server that has more since): made again with these. The
+    # column is computed for every row as it is added (a rewrite of the table), and the index built on it.
     started = time.monotonic()
-    conn.execute(sa.text("SET LOCAL statement_timeout = 0"))  # a big table's index takes more than a flush may
+    conn.execute(sa.text("SET LOCAL statement_timeout = 0"))  # a big table's takes more than a flush may
     conn.execute(sa.text(f"DROP INDEX IF EXISTS {INDEX}"))
-    conn.execute(sa.text(f"CREATE INDEX {INDEX} ON {TABLE} USING gin (({_pg_vector(languages)}))"))
-    conn.execute(sa.text(f"COMMENT ON INDEX {INDEX} IS {_literal(wanted)}"))
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS {COLUMN}"))
+    conn.execute(sa.text(f"ALTER TABLE {TABLE} ADD COLUMN {COLUMN} tsvector GENERATED ALWAYS AS "
+                         f"({_pg_vector(languages)}) STORED"))
+    conn.execute(sa.text(f"COMMENT ON COLUMN {TABLE}.{COLUMN} IS {_literal(wanted)}"))
+    conn.execute(sa.text(f"CREATE INDEX {INDEX} ON {TABLE} USING gin ({COLUMN})"))
     _said_built(conn.execute(sa.text(f"SELECT COUNT(*) FROM {TABLE}")).scalar_one(), started)
     return True
 
@@ -167,7 +181,10 @@ def _pg_languages(conn: sa.Connection) -> dict[str, str]:
 
 
 def _pg_comment(conn: sa.Connection) -> str | None:
-    return conn.execute(sa.text("SELECT obj_description(to_regclass(:i), 'pg_class')"), {"i": INDEX}).scalar()
+    """The comment on the column `search`; None when there is no such column."""
+    return conn.execute(sa.text("SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute AS a "
+                                "WHERE a.attrelid = to_regclass(:t) AND a.attname = :c AND NOT a.attisdropped"),
+                        {"t": TABLE, "c": COLUMN}).scalar()
 
 
 def _literal(text: str) -> str:
@@ -227,7 +244,8 @@ def search(conn: sa.Connection, query: Query) -> list[Found]:
         return _search_sqlite(conn, query)
     if conn.dialect.name == "postgresql":
         comment = _pg_comment(conn)
-        if not comment or not comment.startswith(_COMMENT):
+        indexed = conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL"), {"i": INDEX}).scalar_one()
+        if not comment or not comment.startswith(_COMMENT) or not indexed:
             raise SearchUnavailableError("the database has no search index")
         return _search_postgresql(conn, query, json.loads(comment[len(_COMMENT):]))
     raise SearchUnavailableError(f"search needs SQLite or PostgreSQL, not {conn.dialect.name}")
@@ -281,13 +299,13 @@ def _search_postgresql(conn: sa.Connection, query: Query, languages: dict[str, s
             groups.setdefault(tsquery, []).append(config)
     if not groups:
         return []
-    config, vector = _pg_config(languages), _pg_vector(languages)
+    config, vector = _pg_config(languages), COLUMN
     values: dict[str, object] = {}
     arms, per_row = [], []
     for n, (tsquery, members) in enumerate(groups.items()):
         values[f"q{n}"] = tsquery
         inside = ", ".join(f"{_literal(c)}::regconfig" for c in members)
-        arms.append(f"(({vector}) @@ CAST(:q{n} AS tsquery) AND {config} IN ({inside}))")
+        arms.append(f"({vector} @@ CAST(:q{n} AS tsquery) AND {config} IN ({inside}))")
         per_row.append(f"WHEN {config} IN ({inside}) THEN CAST(:q{n} AS tsquery)")
     row_query = f"(CASE {' '.join(per_row)} END)"
     where, filters = _filters(query, sqlite=False)
@@ -296,7 +314,8 @@ def _search_postgresql(conn: sa.Connection, query: Query, languages: dict[str, s
         f"SELECT source, title, link, published, "
         f"CASE WHEN summary IS NOT NULL THEN ts_headline({config}, summary, {row_query}, :o) "
         f"ELSE ts_headline({config}, coalesce(title, ''), {row_query}, :o) END "
-        f"FROM (SELECT i.*, ts_rank(({vector}), {row_query}) AS rank FROM {TABLE} AS i "
+        f"FROM (SELECT i.id, i.source, i.title, i.link, i.published, i.summary, i.language, "
+        f"ts_rank({vector}, {row_query}) AS rank FROM {TABLE} AS i "
         f"WHERE ({' OR '.join(arms)}){where} ORDER BY rank DESC, id DESC LIMIT :n) AS best "
         f"ORDER BY rank DESC, id DESC"),
         {**values, **filters, "n": query.limit, "o": options})

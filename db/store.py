@@ -97,7 +97,7 @@ class Database:
                     migrate.record_version(conn, name, migrated=False)
                 else:
                     self._complete(conn, inspector, wanted)
-                    table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
+                    table = self._reflect(conn, name)
                 if name == schema.FEEDS_TABLE and self.search:  # built from the rows stored, in this transaction
                     search_index.create(conn)
                 elif name == schema.FEEDS_TABLE:
@@ -109,6 +109,13 @@ class Database:
             raise StorageError(f"cannot prepare table {name}: {self._explain(classify(exc), exc)}") from None
         self.tables[name] = table
         return table
+
+    def _reflect(self, conn: sa.Connection, name: str) -> sa.Table:
+        """The table as it is, less the search index's generated column (PostgreSQL), which no load writes
+        and no versions table copies."""
+        present = [c["name"] for c in sa.inspect(conn).get_columns(name)]
+        kept = [c for c in present if not (name == schema.FEEDS_TABLE and c == search_index.COLUMN)]
+        return sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True, include_columns=kept)
 
     def _complete(self, conn: sa.Connection, inspector: sa.Inspector, wanted: schema.Shape) -> None:
         """An existing table: one an older version made is brought to this version's shape (db/migrate.py);

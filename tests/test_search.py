@@ -105,10 +105,15 @@ def test_search_finds_the_stored_entries_best_first(server, project, db_url):
 
 
 def test_an_edit_at_the_source_and_a_delete_change_what_is_found(server, project, db_url):
-    stored(server, project, db_url)
+    stored(server, project, db_url, UPDATES="history")
     edited = [{**ENGLISH[0], "title": "Flats by the quay"}, ENGLISH[1]]
     server.route("/en.xml", body=feed(edited, "en-gb"))
     project.run("--once", check=True)
+    # The index is no record field: the earlier version is kept without it, and export does not show it.
+    versions = [json.loads(line) for line in project.run("export", "--table", "items_versions").stdout.splitlines()]
+    assert [row["title"] for row in versions] == ["Houses by the harbour"] and "search" not in versions[0]
+    exported = [json.loads(line) for line in project.run("export").stdout.splitlines()]
+    assert len(exported) == 4 and "search" not in exported[0]
     assert titles(project, "quay") == ["Flats by the quay"]
     assert titles(project, "harbour") == ["Trains leave the station"]  # the old title is no longer found
     execute(db_url, project, "DELETE FROM items WHERE link = 'http://example.com/en/2'")

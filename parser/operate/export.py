@@ -25,8 +25,8 @@ from urllib.parse import quote
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import sources_table
-from db.schema import KNOWN_KINDS
+from db import search_index, sources_table
+from db.schema import FEEDS_TABLE, KNOWN_KINDS
 from db.store import DEFAULT_TIMEOUT, connect_args
 
 from ..core.dates import format_utc
@@ -159,7 +159,8 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
             reflected = inspector.get_columns(request.table)
     except SQLAlchemyError as exc:
         raise StorageError(f"database unreachable: {_short(exc)}") from None
-    types = {c["name"]: c["type"] for c in reflected}
+    types = {c["name"]: c["type"] for c in reflected
+             if not (request.table == FEEDS_TABLE and c["name"] == search_index.COLUMN)}  # the index's, no field
     table = sa.table(request.table, *[sa.column(name) for name in types])  # untyped: the driver's values
     where: list[sa.ColumnElement[bool]] = []
     if request.sources:
