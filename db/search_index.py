@@ -103,23 +103,25 @@ def create(conn: sa.Connection) -> bool:
 
 
 def drop(conn: sa.Connection) -> bool:
-    """SEARCH = False: remove every object of the index, in the caller's transaction; True when any was there."""
+    """SEARCH = False: remove every object of the index, in the caller's transaction; True when any was there.
+    Nothing is done when none is (PostgreSQL's DROP COLUMN takes the table's strongest lock, even for none)."""
     if conn.dialect.name == "sqlite":
-        had = bool(_sqlite_objects(conn))
+        if not _sqlite_objects(conn):
+            return False
         for trigger in TRIGGERS:
             conn.execute(sa.text(f"DROP TRIGGER IF EXISTS {trigger}"))
         conn.execute(sa.text(f"DROP TABLE IF EXISTS {INDEX}"))
     elif conn.dialect.name == "postgresql":
-        had = conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_attribute WHERE "
-                                   "attrelid = to_regclass(:t) AND attname = :c AND NOT attisdropped)"),
-                           {"i": INDEX, "t": TABLE, "c": COLUMN}).scalar_one()
+        if not conn.execute(sa.text("SELECT to_regclass(:i) IS NOT NULL OR EXISTS (SELECT 1 FROM pg_attribute "
+                                    "WHERE attrelid = to_regclass(:t) AND attname = :c AND NOT attisdropped)"),
+                            {"i": INDEX, "t": TABLE, "c": COLUMN}).scalar_one():
+            return False
         conn.execute(sa.text(f"DROP INDEX IF EXISTS {INDEX}"))
         conn.execute(sa.text(f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS {COLUMN}"))
     else:
         return False
-    if had:
-        log.info("table %s: search index dropped (SEARCH = False)", TABLE)
-    return had
+    log.info("table %s: search index dropped (SEARCH = False)", TABLE)
+    return True
 
 
 def _sqlite_objects(conn: sa.Connection) -> set[str]:
