@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from parser import __version__
 from parser.core.errors import SchemaRefusedError
 
-from . import migrate, schema
+from . import migrate, schema, search_index
 
 log = logging.getLogger("parser")
 RECORD = "parser_migrations"  # (step, what, applied_at): a row per step run on this database
@@ -333,7 +333,9 @@ def ensure_table(conn: sa.Connection, wanted: schema.Shape, *, history: bool = F
     else:
         _complete(conn, inspector, wanted)
     if history:
-        _versions(conn, sa.Table(wanted.name, sa.MetaData(), autoload_with=conn))
+        # Less the search index's generated column (PostgreSQL, items): the index's, no field a version keeps.
+        kept = [c["name"] for c in sa.inspect(conn).get_columns(wanted.name) if c["name"] != search_index.COLUMN]
+        _versions(conn, sa.Table(wanted.name, sa.MetaData(), autoload_with=conn, include_columns=kept))
 
 
 def _complete(conn: sa.Connection, inspector: sa.Inspector, wanted: schema.Shape) -> None:

@@ -21,7 +21,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import migrations, schema
+from db import migrations, schema, search_index
 from db.bulk import Loaded, postgresql_copy, sqlite_insert
 from db.csv_load import UnsafeForCopyError, postgresql_copy_csv
 from db.faults import Fault, classify
@@ -41,9 +41,10 @@ STATEMENT_LIMIT = 60.0
 
 
 class Database:
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, search: bool = True):
         self.url = url
         self.timeout = timeout
+        self.search = search  # SEARCH: the items table's full-text index made (db/search_index.py), or dropped
         try:
             database = sa.engine.make_url(url).database
             if url.startswith("sqlite") and database and database != ":memory:":
@@ -107,7 +108,11 @@ class Database:
         try:
             with self.engine.begin() as conn:
                 migrations.ensure_table(conn, wanted, history=history)
-                table = sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True)
+                if name == schema.FEEDS_TABLE and self.search:  # built from the rows stored, in this transaction
+                    search_index.create(conn)
+                elif name == schema.FEEDS_TABLE:
+                    search_index.drop(conn)
+                table = self._reflect(conn, name)
                 self.key_names[name] = sa.inspect(conn).get_pk_constraint(name).get("name")
         except SchemaRefusedError:
             raise
@@ -117,6 +122,13 @@ class Database:
         if history:
             self.histories.add(name)
         return table
+
+    def _reflect(self, conn: sa.Connection, name: str) -> sa.Table:
+        """The table as it is, less the search index's generated column (PostgreSQL), which no load writes
+        and no versions table copies."""
+        present = [c["name"] for c in sa.inspect(conn).get_columns(name)]
+        kept = [c for c in present if not (name == schema.FEEDS_TABLE and c == search_index.COLUMN)]
+        return sa.Table(name, self.metadata, autoload_with=conn, extend_existing=True, include_columns=kept)
 
     def insert_new(self, name: str, columns: Sequence[str], rows: Sequence[Mapping] | Sequence[Sequence], *,
                    fields: Sequence[str] | None = None, mend: bool = True, mode: str | Updates = "update") -> Loaded:

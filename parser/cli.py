@@ -119,6 +119,32 @@ def add_export(commands) -> None:
     cmd.set_defaults(handler=export_rows)
 
 
+def add_search(commands) -> None:
+    cmd = commands.add_parser("search", help="the stored entries that hold some words, best first",
+                              description="Look for WORDS in the items table's titles and summaries, through "
+                                          "its full-text index (SEARCH): each entry's source, title, link, "
+                                          "published and a piece of its text, best first. Words are all "
+                                          "wanted; \"a phrase\" in quotes, `or` between two words and -word "
+                                          "(left out) as in a web search. PostgreSQL reads a word in each "
+                                          "entry's language (Haus finds Häuser in a German entry); SQLite "
+                                          "stems English words and takes a word as a prefix too. Only reads; "
+                                          "runs beside a daemon.",
+                              epilog="Exit codes: 0 searched (found or not; how many is said on stderr), 1 the "
+                                     "database could not be read or has no index yet (start the daemon once), "
+                                     "2 search is off (SEARCH = False) or a bad argument or settings.")
+    add_params_argument(cmd)
+    cmd.add_argument("words", nargs="+", metavar="WORDS", help="what to look for")
+    cmd.add_argument("--source", action="append", default=[], dest="search_sources", metavar="NAME",
+                     help="only this source's entries (repeatable)")
+    cmd.add_argument("--since", metavar="TIME|DURATION",
+                     help="only entries published at or after then (fetched, for an entry without a date): "
+                          "an ISO 8601 time (no zone: UTC) or a duration back from now, such as 7d, 12h")
+    cmd.add_argument("--limit", type=int, default=20, metavar="N", help="at most N entries (default 20)")
+    cmd.add_argument("--format", choices=("text", "jsonl"), default="text",
+                     help="text (default): a block an entry; jsonl: a JSON object a line")
+    cmd.set_defaults(handler=search_rows)
+
+
 def add_status(commands) -> None:
     cmd = commands.add_parser("status", help="the sources' health, staged rows, last flush, the daemon's pid "
                               "and uptime; reads only, works while the daemon runs")
@@ -203,7 +229,7 @@ def add_retain(commands) -> None:
     cmd.set_defaults(handler=retain)
 
 
-COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_try,
+COMMANDS: list[Callable] = [add_check, add_status, add_control, add_export_opml, add_export, add_search, add_try,
                             add_accept_deletions, add_retain]
 
 
@@ -370,6 +396,18 @@ def export_rows(args: argparse.Namespace) -> int:
                             format=args.format, output=Path(args.output) if args.output else None, bom=args.bom,
                             cursor=Path(args.cursor) if args.cursor else None)
     return run_export(Path(args.params), request, sys.stdout.buffer, sys.stderr, now=datetime.now(UTC))
+
+
+def search_rows(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime  # imported on first use: a command loads what it runs
+
+    from .operate.search import SearchRequest, run_search  # imported on first use: as above
+    settings = _settings_or_exit(args)
+    if settings is None:
+        return EXIT_SETTINGS
+    request = SearchRequest(words=" ".join(args.words), sources=tuple(args.search_sources), since=args.since,
+                            limit=args.limit, format=args.format)
+    return run_search(settings, request, sys.stdout, sys.stderr, now=datetime.now(UTC))
 
 
 def run_daemon(args: argparse.Namespace) -> int:

@@ -168,7 +168,7 @@ class Daemon:
                               dry_run=dry_run, out=self.out, polled=self._answer_polled)
         self.techniques.add(self.feeds)
         if not dry_run:
-            self.db = Database(s.db_url, timeout=s.db_timeout)
+            self.db = Database(s.db_url, timeout=s.db_timeout, search=s.search)
             self.sources_table = SourcesWriter(self.feeds)
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)

@@ -111,3 +111,6 @@ def test_an_upgraded_project_stores_what_a_new_one_does(tmp_path, server, versio
         assert [r["guid"] for r in got] == [f"news-{n}" for n in range(1, 7)]  # nothing lost, none twice
         for want, have in zip(expected, got, strict=True):
             assert have == want, {k: (have[k], want[k]) for k in want if have.get(k) != want[k]}
+        # The search index was built at the start from the rows the release stored (and kept since).
+        found = project.run("search", "entry", "--format", "jsonl")
+        assert found.returncode == 0 and len(found.stdout.splitlines()) == 6, found.stderr

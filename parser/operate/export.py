@@ -27,8 +27,8 @@ from urllib.parse import quote
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import sources_table
-from db.schema import KNOWN_KINDS, VERSIONS_TABLE
+from db import search_index, sources_table
+from db.schema import FEEDS_TABLE, KNOWN_KINDS, VERSIONS_TABLE
 from db.store import DEFAULT_TIMEOUT, connect_args
 
 from ..core.dates import format_utc
@@ -119,7 +119,7 @@ def read_db_url(params_path: Path) -> str:
 def export(db_url: str, request: ExportRequest, stdout: BinaryIO, *, since: datetime | None,
            now: datetime) -> int:
     """Write the table's rows (those asked for) to -o's file or to `stdout`; the number written."""
-    engine = _engine(db_url)
+    engine = read_only_engine(db_url)
     try:
         plan = _plan(engine, request, since)
         if request.cursor is not None:
@@ -134,7 +134,7 @@ def export(db_url: str, request: ExportRequest, stdout: BinaryIO, *, since: date
         engine.dispose()
 
 
-def _engine(db_url: str) -> sa.Engine:
+def read_only_engine(db_url: str) -> sa.Engine:
     """Read only: a SQLite file is opened with mode=ro (never created, never written), a PostgreSQL
     session is read-only."""
     url = sa.engine.make_url(db_url)
@@ -176,7 +176,8 @@ def _plan(engine: sa.Engine, request: ExportRequest, since: datetime | None) -> 
             primary = inspector.get_pk_constraint(request.table).get("constrained_columns") or []
     except SQLAlchemyError as exc:
         raise StorageError(f"database unreachable: {_short(exc)}") from None
-    types = {c["name"]: c["type"] for c in reflected}
+    types = {c["name"]: c["type"] for c in reflected
+             if not (request.table == FEEDS_TABLE and c["name"] == search_index.COLUMN)}  # the index's, no field
     table = sa.table(request.table, *[sa.column(name) for name in types])  # untyped: the driver's values
     where: list[sa.ColumnElement[bool]] = []
     if request.sources:

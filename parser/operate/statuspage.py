@@ -1,5 +1,6 @@
 """The read-only status page on STATUS_LISTEN: `/` (the status table and small plots, drawn here as
-inline SVG: no script, no CDN), `/metrics` (Prometheus text format) and `/healthz`.
+inline SVG: no script, no CDN), `/search` (the stored entries, as the `search` command finds them),
+`/metrics` (Prometheus text format) and `/healthz`.
 
 Every answer is built from the same files `run_daemon.py status` reads (parser/operate/status.py) plus the
 main loop's Health value, so the page's threads never touch the daemon's working objects.
@@ -15,15 +16,19 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from ..core.errors import SettingsError
+from db.search_index import Found, Query
+
+from ..core.errors import SettingsError, StorageError
 from ..core.runinfo import Health
 from ..settings.params import Settings
 from ..sources.state import HISTORY_HOURS
+from .search import OFF, find
 from .status import LINK_STATUSES, PROTOCOL_SHORT, RowCounter, collect, epoch_of, format_text
 from .status_view import StatusView
 
@@ -31,6 +36,7 @@ log = logging.getLogger("parser")
 MAX_CLIENTS = 8              # connections served at once; one more is closed at once
 MAX_SOURCE_SERIES = 1000     # per-source metrics only up to this many sources (Prometheus cardinality)
 PLOT_HOURS = HISTORY_HOURS
+SEARCH_LIMIT = 50            # entries /search shows
 
 
 class _BoundedServer(ThreadingHTTPServer):
@@ -125,7 +131,11 @@ class StatusPage:
         path = h.path.split("?", 1)[0]
         try:
             if path == "/":
-                status, ctype, body = 200, "text/html; charset=utf-8", render_page(self.view()).encode()
+                page = render_page(self.view(), search=self.settings.search)
+                status, ctype, body = 200, "text/html; charset=utf-8", page.encode()
+            elif path == "/search":
+                status, text = self.search(h.path)
+                ctype, body = "text/html; charset=utf-8", text.encode()
             elif path == "/metrics":
                 status, ctype, body = 200, CONTENT_TYPE_LATEST, render_metrics(self.view())
             elif path == "/healthz":
@@ -151,6 +161,23 @@ class StatusPage:
                 h.wfile.write(body)
         except OSError:
             h.close_connection = True
+
+    def search(self, target: str) -> tuple[int, str]:
+        """/search?q=WORDS[&source=NAME]: the entries the `search` command finds, as a page."""
+        asked = parse_qs(urlsplit(target).query)
+        words = (asked.get("q") or [""])[0].strip()
+        sources = tuple(name for name in asked.get("source", []) if name)
+        if not self.settings.search:
+            return 404, render_search(words, None, OFF)
+        if not words:
+            return 200, render_search("", None, None)
+        try:
+            return 200, render_search(words, find(self.settings.db_url, Query(words, sources, limit=SEARCH_LIMIT)),
+                                      None)
+        except ValueError as exc:
+            return 400, render_search(words, None, str(exc))
+        except StorageError as exc:
+            return 503, render_search(words, None, str(exc))
 
     def healthy(self) -> tuple[bool, str]:
         health = self.health()
@@ -258,11 +285,53 @@ table{border-collapse:collapse;width:100%} th,td{padding:3px 6px;text-align:left
 th{background:#f4f4f4;font-weight:600} td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.dead td,tr.gone td{background:#fde2e2} tr.failing td,tr.held td{background:#fff3d6}
 tr.disabled td{color:#999} .meta{color:#555} .err{color:#a00;font-size:.9em}
+form.search{margin:.6em 0} form.search input{width:24em;padding:3px} ol.found li{margin:0 0 .8em}
+ol.found p{margin:.2em 0} mark{background:#fff0a8}
 .plots{display:flex;flex-wrap:wrap;gap:1.2em} figure{margin:0} figcaption{font-size:.9em;color:#555}
 """
 
 
-def render_page(view: StatusView) -> str:
+def search_form(words: str = "") -> str:
+    return ("<form class=search action=/search method=get role=search><input type=search name=q "
+            f"value=\"{html.escape(words)}\" placeholder='words in the stored entries' aria-label=search> "
+            "<button type=submit>Search</button></form>")
+
+
+def render_search(words: str, found: Sequence[Found] | None, problem: str | None) -> str:
+    """The /search page: the form, then what was found (or why nothing could be): every stored value
+    escaped, as a feed writes titles and links; a link only when it is http(s)."""
+    e = html.escape
+    items = []
+    for row in found or ():
+        title = e(row.title or "(no title)")
+        heading = f"<a href=\"{e(row.link)}\">{title}</a>" if row.link and _web_link(row.link) else title
+        snippet = "".join(f"<mark>{e(text)}</mark>" if matched else e(text) for text, matched in row.pieces())
+        items.append(f"<li>{heading} <span class=meta>{e(row.source or '-')} · {e(row.published or '-')}</span>"
+                     f"<p>{snippet}</p></li>")
+    if problem is not None:
+        said = f"<p class=err>{e(problem)}</p>"
+    elif found is None:
+        said = ""
+    else:
+        said = f"<p class=meta>{len(items)} found{', best first' if items else ''}</p>"
+    title = f"parser search: {words}" if words else "parser search"
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8>"
+            "<meta name=viewport content='width=device-width,initial-scale=1'>"
+            f"<title>{e(title)}</title><style>{STYLE}</style></head><body>"
+            f"<h1>{e(title)}</h1>{search_form(words)}{said}"
+            + (f"<ol class=found id=found>{''.join(items)}</ol>" if items else "")
+            + "<p class=meta><a href=/>the status page</a></p></body></html>")
+
+
+def _web_link(link: str) -> bool:
+    """An address a page may link to: http(s) only (a feed may write `javascript:` or `data:` anywhere)."""
+    try:
+        return urlsplit(link.strip()).scheme.lower() in ("http", "https")
+    except ValueError:
+        return False
+
+
+def render_page(view: StatusView, *, search: bool = False) -> str:
     e = html.escape
     d = view.daemon
     now = epoch_of(view.now) or 0.0
@@ -303,6 +372,7 @@ def render_page(view: StatusView) -> str:
         "<meta name=viewport content='width=device-width,initial-scale=1'>"
         f"<meta http-equiv=refresh content=60><title>{e(title)}</title><style>{STYLE}</style></head><body>"
         f"<h1>{e(title)}</h1>{''.join(head)}<p class=meta>params: {e(view.params)}; as of {e(view.now)}</p>"
+        + (search_form() if search else "") +
         "<h2>Sources (worst first)</h2><table id=sources><thead><tr><th>source</th><th>proto</th><th>state</th>"
         "<th>polled</th><th>last ok</th><th>last new</th><th>24 h</th><th>next poll</th>"
         "<th>new/hour, 3 days</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"

@@ -155,6 +155,7 @@ class Settings:
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
     updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
     retain: Retain = Retain()       # RETAIN: how long rows are kept (db/retention.py)
+    search: bool = True             # SEARCH: the items table's full-text index (db/search_index.py)
 
     @property
     def items_updates(self) -> Updates:
@@ -187,6 +188,7 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_WINDOW": None,
     "UPDATES": "update",
     "RETAIN": {},
+    "SEARCH": True,
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
@@ -309,6 +311,7 @@ def _check_values(v: Mapping[str, Any], base: Path, problems: Problems) -> Any:
     check("HASH", lambda x: x in HASHES, f"must be one of {', '.join(HASHES)}")
     check("DEDUP", lambda x: x in DEDUP_MODES, f"must be one of {', '.join(DEDUP_MODES)}")
     check("UPDATES", lambda x: x in UPDATE_MODES, f"must be one of {', '.join(map(repr, UPDATE_MODES))}")
+    check("SEARCH", lambda x: isinstance(x, bool), "must be True or False")
     _check_unique_window(v, problems)
     check_default_filter(v, problems)
     check("USER_AGENT", lambda x: isinstance(x, str) and x.strip() != "" and not CONTROL_CHARACTERS.search(x),
@@ -386,6 +389,7 @@ def settings_from_dict(values: Mapping[str, Any], params_path: Path, *, secrets:
         parse_on_demand=v["PARSE_PROCESSES"] == "auto",
         updates=v["UPDATES"],
         retain=retain,
+        search=v["SEARCH"],
     )
 
 
