@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 from tests.feeds import rss  # noqa: E402
 from tests.server import LoopbackServer  # noqa: E402
 from tests.shop import HARVEST_FIELDS, Shop  # noqa: E402
+from tests.upgrade.make_release_fixtures import copy_unpacked  # noqa: E402
 
 RELEASE = "04bfd87"  # 0.5.1
 OUT = HERE / "fixtures_051"
@@ -129,12 +130,7 @@ def postgresql_fixture(release: Path, out: Path, base: str) -> None:
 
 def copy_fixture(name: str, to: Path) -> Path:
     """The fixture `name` ("sqlite" or "postgresql") copied into `to`, its Bloom filters un-gzipped."""
-    shutil.copytree(OUT / name, to, dirs_exist_ok=True)
-    for packed in to.rglob("*.bloom.gz"):
-        with gzip.open(packed, "rb") as f, open(packed.with_suffix(""), "wb") as out:
-            shutil.copyfileobj(f, out)
-        packed.unlink()
-    return to
+    return copy_unpacked(OUT / name, to)
 
 
 def main() -> None:

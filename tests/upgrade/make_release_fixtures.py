@@ -198,7 +198,12 @@ def fixture(version: str, scenario: str, database: str) -> Path:
 
 def copy_fixture(version: str, scenario: str, database: str, to: Path) -> Path:
     """A fixture copied into `to`, its Bloom filters un-gzipped."""
-    shutil.copytree(fixture(version, scenario, database), to, dirs_exist_ok=True)
+    return copy_unpacked(fixture(version, scenario, database), to)
+
+
+def copy_unpacked(folder: Path, to: Path) -> Path:
+    """A fixture's folder copied into `to`, its Bloom filters un-gzipped (they are kept gzipped)."""
+    shutil.copytree(folder, to, dirs_exist_ok=True)
     for packed in to.rglob("*.bloom.gz"):
         with gzip.open(packed, "rb") as f, open(packed.with_suffix(""), "wb") as out:
             shutil.copyfileobj(f, out)
