@@ -97,7 +97,7 @@ def flush_folder(folder: Path, db_url: str) -> None:
     db = Database(db_url)
     pending = sink.staging.pending_rows()
     started = time.perf_counter()
-    written, _updated, _already = sink.flush(db)
+    written = sink.flush(db).written
     seconds = time.perf_counter() - started
     assert written == pending, (written, pending)
     sink.close()

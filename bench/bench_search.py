@@ -100,7 +100,7 @@ def flush_folder(folder: Path, db_url: str, search: bool) -> None:
     db = Database(db_url, timeout=60, search=search)
     pending = sink.staging.pending_rows()
     started = time.perf_counter()
-    written, _updated, _already = sink.flush(db)
+    written = sink.flush(db).written
     seconds = time.perf_counter() - started
     assert written == pending, (written, pending)
     sink.close()

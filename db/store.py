@@ -41,7 +41,7 @@ STATEMENT_LIMIT = 60.0
 
 
 class Database:
-    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, search: bool = True):
+    def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT, search: bool = False):
         self.url = url
         self.timeout = timeout
         self.search = search  # SEARCH: the items table's full-text index made (db/search_index.py), or dropped

@@ -38,7 +38,8 @@ def db_url(request) -> str:
 
 
 def stored(server, project: Project, db_url: str, **params) -> None:
-    """The two feeds, polled and flushed by the daemon itself (--once)."""
+    """The two feeds, polled and flushed by the daemon itself (--once), with SEARCH on unless said."""
+    params.setdefault("SEARCH", True)
     server.route("/de.xml", body=feed(GERMAN, "de-DE"))
     server.route("/en.xml", body=feed(ENGLISH, "en-gb"))
     project.write_params(DB_URL=db_url, SOURCES=[{"name": "hafen", "url": server.url("/de.xml")},
@@ -137,7 +138,7 @@ def test_search_off_leaves_no_index_and_a_later_start_builds_it_from_the_rows(se
 
 
 def test_a_database_without_the_index_is_exit_1_and_bad_arguments_exit_2(server, project):
-    project.write_params()
+    project.write_params(SEARCH=True)
     unbuilt = project.run("search", "Haus")
     assert unbuilt.returncode == 1 and "no database" in unbuilt.stderr
     stored(server, project, "sqlite:///db/items.db")
@@ -148,6 +149,12 @@ def test_a_database_without_the_index_is_exit_1_and_bad_arguments_exit_2(server,
                        (["Haus", "--since", "soon"], "is no time")):
         bad = project.run("search", *args)
         assert bad.returncode == 2 and said in bad.stderr, (args, bad.stderr)
+
+
+def test_search_is_off_unless_asked_for(project):
+    project.write_params()
+    proc = project.run("search", "Haus")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: search is off"), proc.stderr
 
 
 def test_search_must_be_true_or_false(project):

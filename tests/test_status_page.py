@@ -130,7 +130,7 @@ def test_the_search_box_finds_what_the_search_command_finds_every_value_escaped(
     body = rss(hostile).replace(b"<channel>", b"<channel><language>de</language>", 1)
     server.route("/a.xml", body=body)
     proc, base = start_with_page(project, SOURCES=[{"name": "a<i>", "url": server.url("/a.xml"), "interval": 3600}],
-                                 FLUSH_INTERVAL=0.5)
+                                 FLUSH_INTERVAL=0.5, SEARCH=True)
     try:
         wait_for(lambda: len(project.rows()) == 2, "the first flush")
         status, page = get(base + "/")
@@ -196,7 +196,7 @@ def test_the_status_page_renders_its_table_and_plots_in_headless_chromium(server
     server.route("/down.xml", status=500, body=b"oops", content_type="text/plain")
     proc, base = start_with_page(project, SOURCES=[
         {"name": "alpha", "url": server.url("/a.xml"), "interval": 3600},
-        {"name": "down<b>", "url": server.url("/down.xml"), "interval": 3600}], FLUSH_INTERVAL=0.5)
+        {"name": "down<b>", "url": server.url("/down.xml"), "interval": 3600}], FLUSH_INTERVAL=0.5, SEARCH=True)
     try:
         wait_for(lambda: len(project.rows()) == 5, "the first flush")
         dom = browse(binary, tmp_path / "profile", "--dump-dom", base + "/")

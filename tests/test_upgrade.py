@@ -26,7 +26,7 @@ from tests.upgrade.make_release_fixtures import (
 )
 
 # The columns compared: every column of the table but these, which say when this machine did something.
-ASIDE = {"id", "fetched", "changed", "stored"}
+ASIDE = {"id", "fetched", "changed", "stored", "search"}  # search: the index's column (PostgreSQL)
 OLD_ADDRESS = re.compile(r"http://127\.0\.0\.1:\d+")
 # The feed versions each scenario's release polled before the upgrade; the upgrade polls feed 2 then.
 POLLED_BEFORE = {"once": [1], "killed_staged": [1, 2], "killed_mid_flush": [1, 2]}
@@ -75,7 +75,8 @@ def upgraded(version: str, scenario: str, db: str, folder: Path, db_url: str, se
     for path in (folder / "params.py", folder / "staging" / "state.json"):  # the same project at a new address
         path.write_text(path.read_text("utf-8").replace(old, new), encoding="utf-8")
     params_py = folder / "params.py"
-    params_py.write_text(re.sub(r"DB_URL = .*", f"DB_URL = {db_url!r}", params_py.read_text("utf-8")), "utf-8")
+    text = re.sub(r"DB_URL = .*", f"DB_URL = {db_url!r}", params_py.read_text("utf-8"))
+    params_py.write_text(text + "SEARCH = True\n", "utf-8")  # its index built from the release's rows
     return Project(folder)
 
 

@@ -155,7 +155,7 @@ class Settings:
     parse_on_demand: bool = False   # "auto": they start only when parsing needs more than the threads give
     updates: str = "update"         # UPDATES: "update", "history" or "ignore" (db/upsert.py)
     retain: Retain = Retain()       # RETAIN: how long rows are kept (db/retention.py)
-    search: bool = True             # SEARCH: the items table's full-text index (db/search_index.py)
+    search: bool = False            # SEARCH: the items table's full-text index (db/search_index.py)
 
     @property
     def items_updates(self) -> Updates:
@@ -188,7 +188,7 @@ DEFAULTS: dict[str, Any] = {
     "UNIQUE_WINDOW": None,
     "UPDATES": "update",
     "RETAIN": {},
-    "SEARCH": True,
+    "SEARCH": False,
     "CONCURRENCY": 32,
     "PER_HOST": 2,
     "USER_AGENT": f"parser-daemon/{__version__} (+feeds and pages into SQL)",  # the package's version
