@@ -2,7 +2,8 @@
 the releases' own code): after a `--once` (a staging CSV holding only the old header), after a kill with a
 poll staged and not flushed, and after a kill in the middle of a flush; on SQLite and PostgreSQL. After
 the upgrade the tables hold, column by column, what a new project of this version stores from the same
-polls (id, fetched and changed aside): nothing damaged, lost or stored twice.
+polls (ASIDE: the columns that say when this machine did something, and the search index's): nothing
+damaged, lost or stored twice; the upgraded project's search finds every entry.
 """
 from __future__ import annotations
 
