@@ -96,7 +96,7 @@ def _sqlite_history(cursor, target: Target, fields: Sequence[str], rows: Sequenc
     typed = ", ".join(quote(f) if f == "hash" else f"NULLIF({quote(f)}, '') AS {quote(f)}" for f in fields)
     cursor.executemany(f"INSERT INTO {_STAGED}_h ({names}) VALUES ({', '.join('?' * len(fields))})", rows)
     staged = f"(SELECT {typed} FROM {_STAGED}_h) s"
-    cursor.execute(versions_insert(target, staged, fields, "sqlite", quote, "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"))
+    cursor.execute(versions_insert(target, staged, fields, "sqlite", quote))
     versions = cursor.rowcount
     stamp, stamp_values = stamped(target, "sqlite")
     cursor.execute(f"INSERT INTO {quote(target.table)} ({', '.join(map(quote, [*fields, *stamp]))}) "
@@ -180,7 +180,7 @@ def move_staged(cursor, staged: str, target: Target, fields: Sequence[str], valu
                       "ORDER BY parser_at")
         versions = 0
         if target.updates.widest == "history":
-            cursor.execute(versions_insert(target, f"({source}) s", fields, "postgresql", quote, "now()"))
+            cursor.execute(versions_insert(target, f"({source}) s", fields, "postgresql", quote))
             versions = cursor.rowcount
         cursor.execute(f"WITH moved AS (INSERT INTO {table} ({into}) SELECT {picked} FROM ({source}) s {clause} "
                        "RETURNING (xmax = 0) AS fresh) "

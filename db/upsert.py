@@ -129,10 +129,10 @@ def on_conflict(target: Target, fields: Sequence[str], dialect: str, quote: Call
 
 
 def versions_insert(target: Target, staged: str, fields: Sequence[str], dialect: str,
-                    quote: Callable[[str], str], now: str) -> str:
+                    quote: Callable[[str], str]) -> str:
     """"history": copy each stored row that a staged row (in the table or subquery `staged`, aliased s,
-    typed values, each hash once) is about to edit into `<table>_versions`, with `replaced` = `now` (an SQL
-    expression), when the row's source keeps its versions."""
+    typed values, each hash once) is about to edit into `<table>_versions`, with `replaced` the time of the
+    statement (NOW), when the row's source keeps its versions."""
     names = [c for c in target.versions if c != "replaced"]
     same = ""
     if "source" in fields:
@@ -140,5 +140,5 @@ def versions_insert(target: Target, staged: str, fields: Sequence[str], dialect:
     edited = differs([(f"t.{quote(f)}", f"s.{quote(f)}") for f in edited_fields(target.table, fields)], dialect,
                      filled=False)
     return (f"INSERT INTO {quote(target.table + '_versions')} ({', '.join(map(quote, names))}, replaced) "
-            f"SELECT {', '.join('t.' + quote(c) for c in names)}, {now} FROM {quote(target.table)} t "
+            f"SELECT {', '.join('t.' + quote(c) for c in names)}, {NOW[dialect]} FROM {quote(target.table)} t "
             f"JOIN {staged} ON t.hash = s.hash WHERE {same}{fetched_since(target, fields, 't', 's')} AND ({edited})")

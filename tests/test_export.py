@@ -14,12 +14,14 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 import feedparser
+import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tests.conftest import Project
-from tests.feeds import OLD_RECORD_FIELDS
+from tests.feeds import OLD_RECORD_FIELDS, numbered_items, rss
+from tests.process import wait_for
 
 LIST_COLUMNS = ("categories", "enclosures")
 TIME_COLUMNS = ("published", "updated", "fetched", "changed")
@@ -449,10 +451,6 @@ def test_a_chain_of_runs_by_cursor_writes_every_row_stored_between_them(project,
 def test_a_chain_of_runs_since_the_previous_start_writes_an_entry_flushed_late(project, server, database, request):
     """An entry polled before one run of a cron chain and flushed after it (the database was locked): the
     next run, `--since` that run's start, writes it: --since compares when the row was stored."""
-    import psycopg
-
-    from tests.feeds import numbered_items, rss
-    from tests.process import wait_for
     if database == "sqlite":
         url = f"sqlite:///{project.folder / 'db' / 'items.db'}"
     else:

@@ -38,8 +38,7 @@ class RunLog:
 
     def add(self, run: Run) -> None:
         self._rows.append(run if run.daemon or not self.daemon else replace(run, daemon=self.daemon))
-        if len(self._rows) > KEPT_AT_MOST:
-            del self._rows[: len(self._rows) - KEPT_AT_MOST]
+        self._bound()
 
     def take(self) -> list[Run]:
         rows, self._rows = self._rows, []
@@ -48,8 +47,11 @@ class RunLog:
     def give_back(self, rows: list[Run]) -> None:
         """A flush that failed: its rows wait for the next one, before the ones added since."""
         self._rows[:0] = rows
-        if len(self._rows) > KEPT_AT_MOST:
-            del self._rows[: len(self._rows) - KEPT_AT_MOST]
+        self._bound()
+
+    def _bound(self) -> None:
+        """At most KEPT_AT_MOST rows while the database stays away: the oldest go first."""
+        del self._rows[:-KEPT_AT_MOST]
 
     def __len__(self) -> int:
         return len(self._rows)
