@@ -90,11 +90,12 @@ def ours(staged: Path, db_url: str) -> float:
         shutil.rmtree(folder)
 
 
-def flush_folder(folder: Path, db_url: str) -> None:
-    """The child's side of ours(): print the seconds Sink.flush took (every row must be new)."""
+def flush_folder(folder: Path, db_url: str, search: bool = False) -> None:
+    """The child's side of ours() (and of bench_search's flush(), with or without the index): print the
+    seconds Sink.flush took (every row must be new)."""
     sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields="auto", staging_dir=folder,
                 csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
-    db = Database(db_url)
+    db = Database(db_url, timeout=60, search=search)
     pending = sink.staging.pending_rows()
     started = time.perf_counter()
     written = sink.flush(db).written

@@ -33,11 +33,11 @@ from pathlib import Path
 ROOT = Path.cwd()
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_flush import flush_folder  # noqa: E402
 from bench.bench_flush import records as flush_records  # noqa: E402
 from db.search_index import Query, search  # noqa: E402
 from db.store import Database  # noqa: E402
 from parser.core.record import RECORD_FIELDS  # noqa: E402
-from parser.pipeline.sink import Sink  # noqa: E402
 from parser.pipeline.staging import StagingFile  # noqa: E402
 
 COLUMNS = ("hash", *RECORD_FIELDS)
@@ -91,21 +91,6 @@ def flush(staged: Path, db_url: str, search: bool) -> float:
         return float(child.stdout.split()[-1])
     finally:
         shutil.rmtree(folder)
-
-
-def flush_folder(folder: Path, db_url: str, search: bool) -> None:
-    """The child's side of flush(): print the seconds Sink.flush took (every row must be new)."""
-    sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields="auto", staging_dir=folder,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
-    db = Database(db_url, timeout=60, search=search)
-    pending = sink.staging.pending_rows()
-    started = time.perf_counter()
-    written = sink.flush(db).written
-    seconds = time.perf_counter() - started
-    assert written == pending, (written, pending)
-    sink.close()
-    db.close()
-    print(seconds)
 
 
 def queries() -> list[tuple[str, str]]:
