@@ -79,6 +79,13 @@ def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[s
                        seconds=round(outcome.seconds, 3))
 
 
+def entries_read(outcome: PollOutcome) -> int:
+    """The entries an answer held: those read, those left unread as the source's last poll had them
+    (duplicates, parsed.known), those its keep/block rules dropped."""
+    parsed = outcome.parsed_body
+    return len(parsed.records) + len(parsed.known) + outcome.blocked
+
+
 def run_row(outcome: PollOutcome, staged: Staged | None, now: float) -> Run:
     """The poll as a row of the `runs` table (core/runs.py)."""
     started = iso(now - outcome.seconds)
@@ -90,11 +97,9 @@ def run_row(outcome: PollOutcome, staged: Staged | None, now: float) -> Run:
     result = outcome.answer
     if result.not_modified or staged is None:
         return Run(name, started, seconds, "not modified", status=result.status)
-    parsed = outcome.parsed_body  # the entries read, those left unread as seen at the last poll, those blocked
-    entries = len(parsed.records) + len(parsed.known) + outcome.blocked
     new, changed = len(staged.new), staged.changed
     return Run(name, started, seconds, "new" if new or changed else "unchanged", status=result.status,
-               entries=entries, new=new, changed=changed)
+               entries=entries_read(outcome), new=new, changed=changed)
 
 
 class OutcomeTaker:
@@ -143,8 +148,7 @@ class OutcomeTaker:
                 self.noted.add((source.name, note))
                 log.info("%s  %s", source.name, note)
         blocked = outcome.blocked  # dropped from parsed.records in the worker
-        # parsed.known: the entries left unread as the source's last poll had them (duplicates), records too
-        self.sink.say(f"{source.name}: {len(parsed.records) + len(parsed.known) + blocked} records, "
+        self.sink.say(f"{source.name}: {entries_read(outcome)} records, "
                       + (f"{blocked} blocked, " if blocked else "") + f"{len(staged.new)} new would be staged"
                       + (f", {len(staged.updates)} as updates of stored rows ({staged.changed} changed since the "
                          "last poll)" if staged.updates else ""))
