@@ -1,7 +1,7 @@
 """The SQL of several daemons sharing one PostgreSQL (SHARED = True): the connection, and the sources'
 schedule and state, with leases. The shared tables are made by the chain of db/migrations.py.
 Jobs' tables are db/coord_jobs.py's, pushed sources' db/coord_push.py's; the daemon-side classes are
-parser/shared*.py. Nothing here knows about feeds.
+parser/group/shared*.py. Nothing here knows about feeds.
 
 One row per source. A daemon claims due rows in a batch: the claim moves `due_at` an interval on (or
 to the end of the lease, if later), so a claimed row is not due for anyone else, and a daemon that

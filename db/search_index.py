@@ -44,7 +44,7 @@ LANGUAGES = {
 }
 _COMMENT = "parser search 1 "  # then the JSON of the code -> configuration pairs the index was made with
 # SQLite: words folded to their letters without accents, English words stemmed (the one stemmer FTS5 has);
-# a query's word also matches as a prefix (search_sqlite), so Haus finds Häuser there too.
+# a query's word also matches as a prefix (_search_sqlite), so Haus finds Häuser there too.
 _FTS5 = (f"CREATE VIRTUAL TABLE {INDEX} USING fts5(title, summary, content='{TABLE}', content_rowid='id', "
          "tokenize='porter unicode61 remove_diacritics 2')")
 _FTS5_TRIGGERS = (

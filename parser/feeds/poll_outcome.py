@@ -213,7 +213,7 @@ class OutcomeTaker:
                             "in a row): polled there from now on; update its url in params.py")
 
     def _future_last_modified(self, source: Source, result: FetchResult) -> None:
-        """fetch.py dropped the answer's Last-Modified: said once per source and run, as the server
+        """parser/fetch/http.py dropped the answer's Last-Modified: said once per source and run, as the server
         will not mend it by the next poll."""
         if (source.name, "future Last-Modified") in self.noted:
             return

@@ -99,7 +99,7 @@ class JobRunner:
         self.ctx.host_slots.close()
 
     def sinks(self) -> list[RecordSink]:
-        """The jobs' sinks, flushed by the daemon with its own (Daemon._flush)."""
+        """The jobs' sinks, flushed by the daemon with its own (Daemon.flush)."""
         return [files.sink for files in self.job_files]
 
     # -- the daemon's turn (parser/technique.py) ----------------------------------------------
