@@ -11,8 +11,8 @@ write). Then, in one run, the same rows:
   (hash) DO NOTHING into the same schema (made by the project), in one transaction;
 - raw psycopg: COPY of the rows, read beforehand, into the same schema, in one transaction.
 Prints seconds, rows/s and ours/raw for each database, and how long reading the staging CSV alone
-takes (read_cells, the flush's reader: its share of ours into SQLite; into PostgreSQL the server parses
-the file itself, db/csv_load.py, and read_cells only reads a batch the server refused). Then a restart
+takes (read_parts, the flush's reader: its share of ours into SQLite; into PostgreSQL the server parses
+the file itself, db/csv_load.py, and read_parts only reads a batch the server refused). Then a restart
 over the staged rows: `run_daemon.py --once` in a project folder with the rows waiting in staging/ and
 no sources, into SQLite (bench/bench_restart.py's restart_once). PostgreSQL: PARSER_TEST_PG_URL (a database is made for
 the bench and dropped after); without it, or with --no-pg, only SQLite.
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_restart import restart_once  # noqa: E402
 from db.store import Database  # noqa: E402
 from parser.core.record import RECORD_FIELDS  # noqa: E402
-from parser.pipeline.batch_read import read_cells  # noqa: E402
+from parser.pipeline.batch_read import read_parts  # noqa: E402
 from parser.pipeline.sink import Sink  # noqa: E402
 from parser.pipeline.staging import StagingFile  # noqa: E402
 
@@ -191,7 +191,7 @@ def main() -> None:
         each = staged.stat().st_size / args.rows
         print(f"staged {args.rows:,} rows, {each:,.0f} bytes each, in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
-        rows = read_cells(staged).rows
+        rows = [row for part in read_parts(staged) for row in part.rows]
         reading = time.perf_counter() - started
         print(line("reading the staging CSV", reading, args.rows))
         # The raw loads store what ours stores: an empty cell as NULL (a time column takes no ''); not timed.

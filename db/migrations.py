@@ -297,12 +297,6 @@ def _refused(step: Step, exc: sa.exc.SQLAlchemyError) -> SchemaRefusedError | No
         "tables' owner (a user that may create tables in the schema), then as before")
 
 
-def applied_steps(engine: sa.Engine) -> set[int]:
-    """The steps the database's record holds (none when it has no record)."""
-    with engine.connect() as conn:
-        return _applied(conn)
-
-
 def _applied(conn: sa.Connection) -> set[int]:
     if not sa.inspect(conn).has_table(RECORD):
         return set()

@@ -298,10 +298,6 @@ class Database:
             inserted += len(fresh)
         return Loaded(inserted, 0)
 
-    def count(self, name: str) -> int:
-        with self.engine.connect() as conn:
-            return conn.execute(sa.text(f"SELECT COUNT(*) FROM {name}")).scalar_one()
-
     def newest_hashes(self, name: str, count: int) -> list[str]:
         """The hashes of the table's `count` newest rows (by id): a mark of what this database holds."""
         quote = self.engine.dialect.identifier_preparer.quote

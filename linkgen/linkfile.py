@@ -35,7 +35,6 @@ taken from the queues' heads without a look at the others.
 """
 from __future__ import annotations
 
-import heapq
 import os
 import time
 from array import array
@@ -53,7 +52,6 @@ from parser.core.durable import AppendFile
 MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer
 RETRY_MAX = 24 * 3600.0
-FINAL = ("done", "gone", "dead")
 STATUSES = ("pending", "done", "gone", "dead", "retry", "refused")  # the code of each is its position
 _CODE = {name: code for code, name in enumerate(STATUSES)}
 PENDING, DONE, RETRY, REFUSED = _CODE["pending"], _CODE["done"], _CODE["retry"], _CODE["refused"]
@@ -162,7 +160,6 @@ class LinkFile:
         self._counts: Counter = Counter()        # status -> links (pending included), kept up to date
         self._again: dict[int, str] = {}         # tried before and pending again (retry, refused, reopened)
         self._retry_at: dict[int, float] = {}    # line -> when a retry is due
-        self._retry_heap: list[tuple[float, int]] = []
         self._out: dict[int, str] = {}           # handed to pass 2 by pending() and not marked yet
         self._cursor: tuple[int, int | None] = (0, None)  # (line, byte offset or None) where untried links start
         self._index: dict[str, int] | None = None  # URL -> line, built on first need
@@ -236,7 +233,6 @@ class LinkFile:
         if code == RETRY:
             due = at + backoff(attempts)
             self._retry_at[index] = due
-            heapq.heappush(self._retry_heap, (due, index))
         if code in (RETRY, REFUSED) or status == "reopen":
             self._again[index] = url
         else:
@@ -476,12 +472,6 @@ class LinkFile:
         while b"\n" not in block and len(block) % 4096 == 0 and block:  # a very long line (a long URL)
             block += os.pread(self._reader, 65536, offset + len(block))
         return block.split(b"\n", 1)[0].decode("utf-8", "replace").split("\t")
-
-    def next_retry(self) -> float | None:
-        heap = self._retry_heap
-        while heap and self._retry_at.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)  # a retry since done, given up or due at another time
-        return heap[0][0] if heap else None
 
     def mark(self, marks: Iterable[Mark]) -> list[tuple[Mark, LinkState]]:
         """Record what happened to links (one write, one fsync); return each with its new state."""

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from db.store import Database
 from parser.core.errors import RecordRefusedError, StorageError
 from parser.core.record import RECORD_FIELDS
-from parser.pipeline.batch_read import read_cells
+from parser.pipeline.batch_read import Cells, read_parts
 from parser.pipeline.sink import Sink
 from parser.pipeline.staging import StagingFile, read_rows
 from tests.feeds import OLD_RECORD_FIELDS
@@ -232,6 +232,18 @@ def test_a_user_trigger_does_not_count_as_rows_written(tmp_path):
 # -- reading the staging CSV ------------------------------------------------------------------------
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
 CELLS = st.one_of(TEXT, st.sampled_from(['"', '","', '"\n"', "'", "'=x", "=1+1", "\r\n", "", " , "]))
+
+
+def read_cells(path: Path) -> Cells:
+    """The whole of `path` as one Cells, its parts (read_parts, as the flush reads it) joined."""
+    header: tuple[str, ...] = ()
+    rows: list[tuple[str | None, ...]] = []
+    unsafe: list[int] = []
+    for part in read_parts(path):
+        header = part.header
+        unsafe.extend(len(rows) + n for n in part.unsafe)
+        rows.extend(part.rows)
+    return Cells(header, rows, unsafe)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import feedparser
 import pytest
+import sqlalchemy as sa
 
 from db.store import Database
 from parser.adapters import feed, parse_body
@@ -159,7 +160,8 @@ def measure(name: str, files: list[Path], folder: Path, spy: SeenByFeedparser) -
             staged = sink.stage(parsed.records, links)
             staged_by_source[source.name] = len(staged.new)
         written = sink.flush(db).written
-        tally.rows = db.count("items")
+        with db.engine.connect() as conn:
+            tally.rows = conn.execute(sa.text("SELECT COUNT(*) FROM items")).scalar_one()
         assert written == tally.rows == sum(staged_by_source.values())
     finally:
         sink.close()

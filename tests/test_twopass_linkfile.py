@@ -36,13 +36,17 @@ def test_statuses_survive_a_restart_and_counters_match_a_recount(tmp_path):
     status_lines = (tmp_path / "links.status").read_text().splitlines()[1:]
     assert [line.split("\t")[5] for line in status_lines] == ["0", "1", "2", "3", "4", "1"]
 
-    again = LinkFile(tmp_path, "j", clock=lambda: NOW)
+    clock = [NOW]
+    again = LinkFile(tmp_path, "j", clock=lambda: clock[0])
     assert +again.counts() == Counter(done=2, retry=1, refused=1, pending=6)
     assert [again.status(url(n)) for n in range(5)] == ["done", "pending", "retry", "refused", "done"]
     # Now: the refused and reopened ones, then the untried; the retry only once its backoff has passed.
     assert [u for _, u in again.pending()] == [url(n) for n in (1, 3, 5, 6, 7, 8, 9)]
     assert url(2) in [u for _, u in again.pending(ignore_backoff=True)]
-    assert again.next_retry() == NOW + 600
+    clock[0] = NOW + 599  # the first retry waits RETRY_BASE (600 s) from its mark
+    assert url(2) not in [u for _, u in again.pending(hand_out=False)]
+    clock[0] = NOW + 600
+    assert url(2) in [u for _, u in again.pending(hand_out=False)]
     again.close()
 
 

@@ -48,8 +48,6 @@ class Record(TypedDict):
 
 # Fields that hold lists: staged as JSON text, stored as jsonb (PostgreSQL) or JSON text (SQLite).
 LIST_FIELDS: frozenset[str] = frozenset({"categories", "enclosures"})
-# Fields that hold UTC times: timestamptz in PostgreSQL, ISO 8601 text in SQLite.
-TIME_FIELDS: frozenset[str] = frozenset({"published", "updated", "fetched"})
 # What an update of an entry compares (parser/pipeline/sink.py): an edit of any of these at the source
 # updates the stored row and sets its `changed`.
 EDITABLE_FIELDS: tuple[str, ...] = ("title", "content", "summary", "updated")

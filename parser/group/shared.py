@@ -2,7 +2,7 @@
 
 SharedSchedule stands in for the local schedule (state.json and each state's next_due), with the
 same calls as parser/sources/source_schedule.py's SourceSchedule (load, set_sources, due, next_due, done,
-save, state, changed, poll_now, is_out): due sources are claimed from the database with a lease,
+save, state, changed, poll_now): due sources are claimed from the database with a lease,
 their state comes with them into `states`, and once polled their state and next due time go back.
 The daemon polls and absorbs exactly as it does alone; only where sources are picked and where
 their state is written differ.
@@ -221,9 +221,6 @@ class SharedSchedule:
     def poll_now(self, source: Source) -> bool:
         """Polled in the next due(): claimed by claim() (or now, when it was not)."""
         return self.take(source, self.clock())
-
-    def is_out(self, name: str) -> bool:
-        return name in self._out
 
     def take(self, source: Source, now: float) -> bool:
         if source.name in self._out or source in self.taken:

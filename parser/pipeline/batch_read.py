@@ -29,18 +29,6 @@ class Cells(NamedTuple):
 PART_CHARS = 16 << 20
 
 
-def read_cells(path: Path) -> Cells:
-    """The whole of `path` as one Cells (tests, benches); the flush reads it in parts (read_parts)."""
-    header: tuple[str, ...] = ()
-    rows: list[tuple[str | None, ...]] = []
-    unsafe: list[int] = []
-    for part in read_parts(path):
-        header = part.header
-        unsafe.extend(len(rows) + n for n in part.unsafe)
-        rows.extend(part.rows)
-    return Cells(header, rows, unsafe)
-
-
 def read_parts(path: Path, part_chars: int | None = None) -> Iterator[Cells]:
     """The header and the records of `path`, in parts of about `part_chars` characters (at least one
     part, the header alone for a file without records), with their true text (the spreadsheet escape

@@ -37,7 +37,6 @@ log = logging.getLogger("parser")
 class Staged:
     new: list[StagedRecord]  # the new records, each with its `hash`
     duplicates: int
-    checked: list[str] = field(default_factory=list)  # every key the uniqueness check was asked (new or not)
     # Records stored before, staged again to update their rows: their digest differs from the last poll's
     # (`changed` of them), or none was known (a first poll since the digests were lost: the flush changes
     # the row only where something differs).
@@ -87,7 +86,7 @@ def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identi
     unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
     fresh: list[StagedRecord] = []
-    staged = Staged(new=fresh, duplicates=0, checked=list(keys), digests=dict(digests or {}))
+    staged = Staged(new=fresh, duplicates=0, digests=dict(digests or {}))
     for record, key in zip(records, keys, strict=True):
         digest = staged.digests.get(key) or staged.digests.setdefault(key, record_digest(record))
         if key in seen:

@@ -193,9 +193,6 @@ class SourceSchedule(Generic[Src]):
         if source.name not in self._out:
             self._push(source.name, max(self.state(source).next_due, self.state(source).not_before))
 
-    def is_out(self, name: str) -> bool:
-        return name in self._out
-
     def claim(self, source: Src) -> bool:
         """May an operator's request act on the source here? Alone, always (SHARED: parser/group/shared.py
         claims the group's row)."""

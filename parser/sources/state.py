@@ -190,12 +190,6 @@ class SourceState:
             del self.hourly[:-HISTORY_HOURS]
 
 
-def load_states(path: Path) -> dict[str, SourceState]:
-    """The states saved in `path`, whatever a hand edit did to it (read_states), without a word: for
-    `status`, which only reads."""
-    return read_states(path)[0]
-
-
 def open_states(path: Path) -> dict[str, SourceState]:
     """The daemon's read of state.json: read_states, with an errors.log line for each damaged source or
     field (reset to its default, the rest used). A file that is not an object of sources at all (`[]`,
