@@ -17,7 +17,7 @@ from itertools import islice
 from db.upsert import Target, on_conflict, stamped, versions_insert
 
 # PostgreSQL: rows per COPY and INSERT ... SELECT, so that every statement ends well within
-# store.STATEMENT_LIMIT (about 40 MB of 4 KB rows; 200,000 rows took 20 s in all on a 2-core machine).
+# store.STATEMENT_LIMIT (about 40 MB of 4 KB rows; docs/benchmarks.md).
 COPY_ROWS = 10_000
 _STAGED = "parser_flush_rows"  # the temporary table, dropped at the end of the transaction
 

@@ -1,8 +1,8 @@
 """PostgreSQL reads a staging file itself: the file's bytes, as they lie on disk, go to COPY ... (FORMAT
 csv) into a temporary table of text columns in the header's order, and an INSERT ... SELECT ... ON
 CONFLICT (hash) (db/upsert.py) moves them on, taking the spreadsheet escape off and casting each cell to
-the table's own column type, an empty cell NULL (db/bulk.py typed_values). Python's csv module took
-6.5-8.3 s of a 200,000-row flush; the server's CSV parser runs in its own process, beside the driver's.
+the table's own column type, an empty cell NULL (db/bulk.py typed_values). The server's CSV parser runs
+in its own process, beside the driver's, where Python's csv module was most of a flush (docs/benchmarks.md).
 
 The file goes in parts that end at a record's end (a newline after an even number of quotes: every
 quote inside a field is doubled), each one COPY and one INSERT, so every statement ends well within

@@ -389,11 +389,9 @@ def _ids(entry: etree._Element, fields: Mapping[str, list], source_name: str, *,
 def _digest(fields: Mapping[str, list]) -> str:
     """16 hex characters over the text of what an edit changes (title, summary, content, updated): a
     known entry whose digest differs is read whole again and updates its row (parser/pipeline/known.py).
-    Its elements' text, not the entry serialized: a quarter of the cost on the corpus feeds. The text as
-    libxml2 holds it, in UTF-8 (no str made and encoded again), and OpenSSL's SHA-1 (twice blake2b's
-    speed on the machines measured): together half the cost of blake2b over _text (64.6 -> 35.5 ms over
-    the corpus's 4,018 entries), paid for every kept entry of every changed feed. What it must see is an
-    edit, not an attacker's collision: 64 bits of any good hash do."""
+    Its elements' text as libxml2 holds it, in UTF-8 (no str made and encoded again), through OpenSSL's
+    SHA-1: the cheapest measured (docs/benchmarks.md), as it is paid for every kept entry of every changed
+    feed. What it must see is an edit, not an attacker's collision: 64 bits of any good hash do."""
     digest = hashlib.sha1(usedforsecurity=False)
     for name in _DIGESTED:
         for element in fields.get(name, ()):

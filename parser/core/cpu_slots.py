@@ -3,11 +3,8 @@
 The daemon fetches with CONCURRENCY worker threads (32 by default), and each parses the body it
 fetched. Python code runs one thread at a time (the GIL); lxml and nh3 let go of it, so two cores
 are kept busy by two parsing threads. Thirty-two runnable threads do no more work, and every time
-the main thread lets go of the GIL (a file read, an fsync) it waits behind them to get it back:
-measured over 1,000 real feeds on this 2-core machine (bench/bench_once_real.py), the main thread's
-uniqueness check took 9.9 s of wall time for 1.6 s of CPU, and the whole `--once` 21 s. With one
-parsing thread per core, 4.2 s for 1.2 s, and 16.4 s; threads waiting for a slot wait on a lock,
-not for the GIL.
+the main thread lets go of the GIL (a file read, an fsync) it waits behind them to get it back;
+threads waiting for a slot wait on a lock, not for the GIL (figures: docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -3,10 +3,8 @@
 glibc gives a thread that allocates while another holds the lock its own arena, up to eight per
 core, and an arena keeps what was freed in it for its own thread's later use. Worker threads parse
 bodies of hundreds of kilobytes with lxml and nh3 (C, without the GIL, so they do allocate at the
-same time): measured over 1,000 real feeds on this 2-core machine, a first `--once` peaked at
-410 MiB with glibc's default and 208 MiB with two arenas, at the same speed within noise (Python
-code runs one thread at a time anyway). `MALLOC_ARENA_MAX=16 python -m bench.bench_once_real`
-shows the default's figure.
+same time): two arenas halve the peak at the same speed, as Python code runs one thread at a time
+anyway (figures: docs/benchmarks.md).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Reads a staging or batch file for the flush: the cells of every record as a tuple in the header's
 order (the header read once), handed to the database driver as they are, with no dict per record, and
 safe_record only for the rows that need it. The csv module's parse itself is most of what reading costs
-(bench/bench_flush.py: about 7 s of 870 MB, over half of a flush into SQLite).
+(docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -22,10 +22,8 @@ class Cells(NamedTuple):
 
 
 # Cells a part holds, counted in characters: a part is read, inserted and let go before the next, so
-# a flush's memory follows this, not the staging file's size (200,000 staged rows of 4.4 KB, read
-# whole, took 1.9 GB at a restart; in parts, see docs/benchmarks.md). Each part is one commit, and on
-# SQLite a commit is a few fsyncs: 16 M characters, not 4, quartered them (a flush of 50,000 staged rows of
-# 4.4 KB: 52 commits and a 66 MiB peak, 4.2-4.8 s; 13 commits and 108 MiB, 2.8-3.3 s).
+# a flush's memory follows this, not the staging file's size. Each part is one commit, and on SQLite a
+# commit is a few fsyncs: large enough parts keep their count low (figures: docs/benchmarks.md).
 PART_CHARS = 16 << 20
 
 

@@ -6,7 +6,7 @@ update (parser/pipeline/sink.py; the flush then updates its row). So the steady 
 did before updates existed, and an edit is seen at the next poll, across restarts and `--once` runs.
 
 Held packed: 8 bytes of the key and 8 of the digest per entry, one bytes object per source (10,000
-feeds of 50 entries: 8 MB, where a dict of strings took ten times that). Saved to `known.tsv` in the
+feeds of 50 entries: a tenth of a dict of strings; docs/benchmarks.md). Saved to `known.tsv` in the
 staging folder (a line per source: its name, a tab, the hex of its pairs) by an atomic replace, with
 the size of the hash file it goes with: a hash file that shrank or went away since (moved away to store
 everything again, replaced) makes the saved digests stale, and they are dropped. Losing the file is
