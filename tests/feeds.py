@@ -39,3 +39,11 @@ def numbered_items(start: int, count: int, *, host: str = "example.com") -> list
     return [{"title": f"Item {n}", "link": f"http://{host}/item/{n}",
              "date": BASE_TIME + timedelta(minutes=n), "description": f"Body of item {n}"}
             for n in range(start + count - 1, start - 1, -1)]
+
+
+def raw_rss(items: list[tuple[str, str]]) -> bytes:
+    """RSS 2.0 of (link, pubDate as written) pairs."""
+    entries = "".join(f"<item><title>Item {i}</title><link>{link}</link><pubDate>{date}</pubDate></item>"
+                      for i, (link, date) in enumerate(items))
+    return (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t</title>'
+            f"<link>http://example.com/</link><description>d</description>{entries}</channel></rss>").encode()

@@ -12,10 +12,13 @@ import shutil
 import signal
 import sqlite3
 import string
+from collections import Counter
 
 import psycopg
 import pytest
+from sqlalchemy.exc import IntegrityError
 
+from db.faults import Fault, classify
 from db.store import Database
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
@@ -197,3 +200,108 @@ def test_a_locked_table_bounds_the_flush_polls_go_on_healthz_says_so_and_sigterm
         locker.close()
     project.run("--once", check=True)  # the lock is gone: the rows kept in staging are stored
     assert sorted(stored_links(project, pg_url)) == LINKS
+
+
+# A database trigger that refuses writes for a while (RAISE(ABORT, 'writes paused for maintenance'),
+# an operator's pause) says nothing about a record's content: the records staged meanwhile stay staged
+# and are stored once the pause ends, as the same pause does on PostgreSQL (issue 27, case 13).
+PAUSE = ("CREATE TRIGGER pause BEFORE INSERT ON items "
+         "BEGIN SELECT RAISE(ABORT, 'writes paused for maintenance'); END")
+
+
+def sqlite_error(*statements: str) -> sqlite3.Error:
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute("CREATE TABLE items (link TEXT NOT NULL CHECK (link <> ''))")
+        for statement in statements:
+            con.execute(statement)
+        con.execute("INSERT INTO items VALUES ('')")
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        con.close()
+    raise AssertionError("the insert was not refused")
+
+
+def test_a_trigger_that_raises_is_not_the_records_fault():
+    paused = sqlite_error(PAUSE)
+    assert paused.sqlite_errorname == "SQLITE_CONSTRAINT_TRIGGER"
+    assert classify(IntegrityError("INSERT", {}, paused)) is Fault.AWAY
+    # A CHECK or NOT NULL of the table's own is still about the value.
+    assert classify(IntegrityError("INSERT", {}, sqlite_error())) is Fault.RECORD
+
+
+def test_records_staged_while_a_trigger_pauses_writes_are_stored_after_it(server, project):
+    server.route("/a.xml", body=rss(numbered_items(1, 3)))
+    project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])
+    project.run("--once", check=True)
+    assert len(project.rows()) == 3
+
+    con = sqlite3.connect(project.db_path)
+    con.execute(PAUSE)
+    con.commit()
+    con.close()
+    server.route("/a.xml", body=rss(numbered_items(1, 8)))
+    paused = project.run("--once")
+    assert paused.returncode == 1, paused.stderr  # the final flush failed: the rows wait in staging
+    errors = project.log("errors.log")
+    assert "writes paused for maintenance" in errors
+    assert "5 records kept in staging for the next flush" in errors
+    assert "quarantine" not in errors
+    assert not (project.staging / "quarantine.jsonl").exists()
+    assert len(project.rows()) == 3
+
+    con = sqlite3.connect(project.db_path)
+    con.execute("DROP TRIGGER pause")
+    con.commit()
+    con.close()
+    resumed = project.run("--once")
+    assert resumed.returncode == 0, resumed.stderr
+    assert Counter(r["link"] for r in project.rows()) == Counter(
+        f"http://example.com/item/{n}" for n in range(1, 9))
+
+
+# Issue 27 case 12: an operator stops the daemon, deletes a junk source's rows (the newest) and
+# starts it again. The start is refused as before (a backup older than the last flush looks the same),
+# but it says the table and its older rows are there and offers a way that keeps every hash: after
+# `accept-deletions` the junk stays out and the other feeds go on, nothing stored twice.
+def test_rows_deleted_on_purpose_are_accepted_keeping_every_hash(server, project):
+    server.route("/good.xml", body=rss(numbered_items(1, 5, host="good.example")))
+    server.route("/junk.xml", body=rss(numbered_items(1, 12, host="junk.example")))
+    good = {"name": "good", "url": server.url("/good.xml")}
+    project.write_params(SOURCES=[good])
+    project.run("--once", check=True)
+    project.write_params(SOURCES=[good, {"name": "junk", "url": server.url("/junk.xml")}])
+    project.run("--once", check=True)  # the junk source's rows: the newest
+    assert len(project.rows()) == 17
+
+    with sqlite3.connect(project.db_path) as con:
+        con.execute("DELETE FROM items WHERE link LIKE 'http://junk.example/%'")
+    refused = project.run("--once")
+    assert refused.returncode == 2, refused.stderr
+    critical = project.log("critical.log")
+    assert "does not hold them: table items is there with older rows flushed from these hashes" in critical
+    assert "accept-deletions" in critical and "every hash is kept" in critical
+
+    accepted = project.run("accept-deletions")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "items: the table as it is now is the mark of this database" in accepted.stdout
+    server.route("/good.xml", body=rss(numbered_items(1, 6, host="good.example")))  # one new entry
+    project.run("--once", check=True)
+    links = sorted(r["link"] for r in project.rows())
+    assert links == sorted(f"http://good.example/item/{n}" for n in range(1, 7))  # the junk stays out
+    assert "junk  new 0  duplicates 12" in project.log()
+    assert project.run("accept-deletions").stdout.startswith("nothing to accept")
+
+
+def test_a_replaced_database_is_still_refused_without_the_accept_way(server, project):
+    server.route("/good.xml", body=rss(numbered_items(1, 5, host="good.example")))
+    project.write_params(SOURCES=[{"name": "good", "url": server.url("/good.xml")}])
+    project.run("--once", check=True)
+    with sqlite3.connect(project.db_path) as con:
+        con.execute("DELETE FROM items")  # nothing of what was flushed: another database, as far as it shows
+    refused = project.run("--once")
+    assert refused.returncode == 2
+    critical = project.log("critical.log")
+    assert "does not hold them (no table items, or none of the rows flushed there)" in critical
+    assert "accept-deletions" not in critical

@@ -8,6 +8,8 @@ from parser.adapters.extract import blank_values, compile_selector, extract_fiel
 from parser.core.errors import ParseError
 from parser.fetch import pages
 from parser.fetch.pages import page_links, parse_html
+from tests.conftest import Project
+from tests.server import LoopbackServer
 
 PRODUCT = """<!DOCTYPE html>
 <html><head><title>Shop</title></head><body>
@@ -139,3 +141,22 @@ def test_a_text_node_over_libxml2s_limit_is_read_whole_with_the_fields_after_it(
     assert got.values == {"big": text, "after": "after"}
     with pytest.raises(ParseError, match="nesting deeper"):  # depth stays capped
         parse_html(b"<html><body>" + b"<div>" * 5000 + b"</body></html>", content_type="text/html")
+
+
+# Pass 2 does not glue the words on either side of a <br> or a block.
+def item_page(n: int) -> bytes:
+    return (f"<html><body><h1>Item {n}</h1><div class='desc'>Item number {n}.<br>Second line"
+            f"<p>Third</p><ul><li>one</li><li>two</li></ul></div>"
+            f"<table class='spec'><tr><td>Weight</td><td>2 kg</td></tr></table></body></html>").encode()
+
+
+def test_pass_2_puts_a_space_where_a_br_or_a_block_parts_words(server: LoopbackServer, project: Project):
+    for n in (1, 2):
+        server.route(f"/item/{n}", body=item_page(n), content_type="text/html; charset=utf-8")
+    job = {"name": "pages", "template": server.url("/item/{id}"), "values": {"id": {"from": 1, "to": 2}},
+           "fields": {"name": "//h1/text()", "desc": "css:div.desc", "spec": "css:table.spec"}}
+    project.write_params(LINK_JOBS=[job])
+    project.run("--once", "--job", "pages", check=True)
+    rows = sorted(project.rows("pages"), key=lambda r: r["name"])
+    assert [r["desc"] for r in rows] == [f"Item number {n}. Second line Third one two" for n in (1, 2)]
+    assert [r["spec"] for r in rows] == ["Weight 2 kg", "Weight 2 kg"]

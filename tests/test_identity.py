@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import json
 import shutil
+import unicodedata
 from datetime import timedelta
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -15,8 +16,11 @@ from xml.sax.saxutils import escape
 import pytest
 import requests
 
-from tests.feeds import BASE_TIME, numbered_items, rss
+from parser.core.urls import canonical_url
+from tests.conftest import Project
+from tests.feeds import BASE_TIME, numbered_items, raw_rss, rss
 from tests.process import free_port, start_listening, stop
+from tests.server import LoopbackServer
 
 DATA = Path(__file__).parent / "data"
 
@@ -232,3 +236,18 @@ def test_a_webhook_delivery_is_never_cut_by_max_items(project, monkeypatch):
         assert stop(daemon) == 0
     assert len(project.rows()) == 120
     assert "shop  new 120  duplicates 0  received" in project.log()
+
+
+# The NFC and NFD spellings of one link are one entry.
+def test_the_nfd_spelling_of_a_link_is_the_entry_already_stored(server: LoopbackServer, project: Project):
+    composed = "http://example.com/caf\u00e9/r\u00e9sum\u00e9?q=\u00e9t\u00e9"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed and canonical_url(decomposed) == canonical_url(composed)
+    date = "Sat, 01 Jun 2024 10:00:00 GMT"
+    server.route("/feed.xml", body=raw_rss([(composed, date)]))
+    project.write_params(SOURCES=[{"name": "cafe", "url": server.url("/feed.xml")}])
+    project.run("--once", check=True)
+    server.route("/feed.xml", body=raw_rss([(decomposed, date)]))  # the same item, saved on a Mac
+    project.run("--once", check=True)
+    assert [r["link"] for r in project.rows()] == [
+        "http://example.com/caf%C3%A9/r%C3%A9sum%C3%A9?q=%C3%A9t%C3%A9"]

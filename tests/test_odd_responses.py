@@ -13,9 +13,10 @@ import pytest
 from parser.core import logs
 from parser.core.errors import FetchError
 from parser.fetch.http import Fetcher
+from tests.conftest import Project
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
-from tests.server import reply
+from tests.server import LoopbackServer, reply
 
 MAINTENANCE = b"""<!doctype html><html><head><title>Back soon</title>
 <link rel="alternate" type="application/rss+xml" title="Comments" href="/comments.xml">
@@ -219,3 +220,16 @@ def test_every_log_line_escapes_control_characters_whatever_wrote_it(tmp_path, l
     line = (tmp_path / "errors.log").read_text(encoding="utf-8").strip()
     shown = json.loads(line)["description"] if log_format == "json" else line
     assert shown.endswith("feed is malformed (title \\x1b[31mred\\x9b2J)")
+
+
+# A text/plain body says it is text/plain; a feed served as text/plain is still read.
+def test_a_text_plain_body_is_not_a_feed_named_by_its_type(server: LoopbackServer, project: Project):
+    server.route("/notes.txt", body=b"Shopping list\n- eggs\n- milk\n", content_type="text/plain; charset=utf-8")
+    server.route("/plain-feed.xml", body=rss(numbered_items(1, 2)), content_type="text/plain")  # a feed all the same
+    project.write_params(SOURCES=[{"name": "notes", "url": server.url("/notes.txt")},
+                                  {"name": "fine", "url": server.url("/plain-feed.xml")}])
+    project.run("--once")
+    errors = project.log("errors.log")
+    assert "notes" in errors and "not a feed: text/plain" in errors, errors
+    assert "syntax error" not in errors and "<unknown>" not in errors, errors
+    assert len(project.rows()) == 2  # a feed served as text/plain is still read

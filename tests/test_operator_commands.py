@@ -107,3 +107,18 @@ def test_a_source_added_since_the_daemon_read_params_py_is_refused_with_2_and_sa
     said = not_polled("new", settings)
     assert said == ("no source named 'new' in the settings the daemon runs with; if you added it to "
                     f"{tmp_path / 'params.py'} since, reload the daemon first (systemctl reload, or kill -HUP its pid)")
+
+
+# A failed `poll` says `error:` once.
+def test_a_failed_poll_says_error_once(server: LoopbackServer, project: Project):
+    server.route("/down.xml", status=500, body=b"oops", content_type="text/plain")
+    project.write_params(SOURCES=[{"name": "down", "url": server.url("/down.xml"), "interval": 3600}])
+    proc = project.start()
+    try:
+        wait_for(lambda: "down  error" in project.log(), "the first poll")
+        done = project.run("poll", "down", "--wait", "60", timeout=90)
+        assert done.returncode == 4, done.stderr
+        assert done.stderr.startswith("error: poll down: HTTP 500"), done.stderr
+        assert done.stderr.count("error:") == 1, done.stderr
+    finally:
+        assert stop(proc) == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from tests.feeds import numbered_items, rss
 from tests.process import free_port, start_listening, stop, wait_for
 
-SECRET = "PARSER_TEST_LOST2_HOOK_SECRET"
+SECRET = "PARSER_TEST_READONLY_HOOK_SECRET"
 
 
 def test_commands_run_without_the_daemons_secrets_and_the_daemon_still_needs_them(server, project, monkeypatch):
