@@ -48,7 +48,7 @@ def test_short_entries_get_the_page_text_and_failures_keep_the_summary(server, p
     errors = project.log("errors.log")
     assert "full text of http://127.0.0.1" in errors and "HTTP 404" in errors and "kept the summary" in errors
     assert "deadline" in errors or "timed out" in errors
-    assert "ft  new 4" in project.log()
+    assert [(r["source"], r["new"]) for r in project.rows("runs")] == [("ft", 4)]
 
     # Next poll: a new entry; the pages already tried are not fetched again.
     items.append({"title": "Newer", "link": server.url("/articles/3"), "description": "Another teaser."})

@@ -59,7 +59,8 @@ def test_json_feed_11_detected_by_content_type_becomes_sanitized_records(server,
     assert second["author"] == "Feed Author"
     assert second["published"] == "2026-11-02T08:30:00Z"
     assert second["content"] == "<p>Line one &amp; &lt;two&gt;</p><p>Second paragraph</p>"
-    assert "jf  new 2  duplicates 0" in project.log() and "jsonfeed11" in project.log()
+    assert [(r["source"], r["entries"], r["new"]) for r in project.rows("runs")] == [("jf", 2, 2)]
+    assert "jsonfeed11" in project.log()  # the version read, said only there
 
 
 def test_json_feed_10_from_the_corpus_detected_by_its_body(server, project):
