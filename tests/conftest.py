@@ -201,6 +201,11 @@ class Project:
         finally:
             con.close()
 
+    def polls(self, source: str) -> list[tuple[int, int, int]]:
+        """(entries read, new, changed) of each poll of `source` in the runs table, oldest first: what a
+        poll did, as its parser.log line says it."""
+        return [(r["entries"], r["new"], r["changed"]) for r in self.rows("runs") if r["source"] == source]
+
     def log(self, name: str = "parser.log") -> str:
         path = self.logs / name
         return path.read_text(encoding="utf-8") if path.exists() else ""

@@ -19,11 +19,6 @@ def by_link(rows: list[dict]) -> dict[str, dict]:
     return {row["link"]: row for row in rows}
 
 
-def polls(project, source: str = "") -> list[tuple[int, int, int]]:
-    """(entries, new, changed) of each poll the runs table holds, oldest first (of `source` only if given)."""
-    return [(r["entries"], r["new"], r["changed"]) for r in project.rows("runs") if r["source"] == source or not source]
-
-
 def staged_rows(project) -> int:
     path = project.staging / "staging.csv"
     return max(len(path.read_text(encoding="utf-8").splitlines()) - 1, 0) if path.exists() else 0
@@ -46,10 +41,10 @@ def test_an_edited_entry_updates_its_row_and_sets_changed_across_once_runs(serve
     assert row["changed"] is not None and row["changed"] >= row["fetched"]  # whole seconds: may be one
     assert row["id"] == first["http://example.com/item/2"]["id"] and row["hash"] == first[row["link"]]["hash"]
     assert [r["changed"] for r in rows if r["link"] != row["link"]] == [None, None]
-    assert polls(project)[-1] == (3, 0, 1)  # entries, new, changed
+    assert project.polls("blog")[-1] == (3, 0, 1)  # entries, new, changed
 
     project.run("--once", check=True)  # nothing changed since: nothing staged, nothing updated
-    assert polls(project)[-1] == (3, 0, 0)
+    assert project.polls("blog")[-1] == (3, 0, 0)
     assert project.rows() == rows
 
 
@@ -72,7 +67,7 @@ def test_a_dry_run_shows_an_edit_as_the_update_the_next_poll_stages(server, proj
     assert {p.name: p.read_bytes() for p in project.staging.iterdir() if p.is_file()} == files  # nothing written
 
     project.run("--once", "--source", "blog", check=True)  # what the dry run showed is what is stored
-    assert polls(project, "blog")[-1] == (3, 0, 1)
+    assert project.polls("blog")[-1] == (3, 0, 1)
     assert by_link(project.rows())["http://example.com/item/2"]["title"] == "Item 2, corrected"
     assert project.run("--dry-run", "--source", "blog").stdout == ""  # stored now: nothing more to show
 
