@@ -50,7 +50,7 @@ def test_a_maintenance_page_from_a_feed_is_an_error_and_the_feed_is_asked_again(
     project.run("--once", check=True)
     assert server.hits["/feed.xml"] == 3 and server.hits.get("/comments.xml", 0) == 0
     assert links(project) == [f"http://blog.example/item/{n}" for n in (1, 2, 3)]
-    assert "polled from now on" not in project.log()
+    assert states(project)["blog"]["feed_url"] == ""  # still polled at its own address
     assert states(project)["blog"]["was_feed"] is True
 
 

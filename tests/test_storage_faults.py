@@ -45,14 +45,14 @@ def test_an_unreachable_database_keeps_the_staging_csv_until_a_later_flush(serve
     failed = project.run("--once")
     assert failed.returncode == 1  # --once whose final flush failed
     errors = project.log("errors.log")
-    assert "flush" in errors and "127.0.0.1" in errors and "4 records kept in staging for the next flush" in errors
+    assert "flush" in errors and "127.0.0.1" in errors  # the flush's line names the database it could not reach
     assert "Connection refused" in errors or "connection refused" in errors.lower()
     assert staged_rows(project) == 4
 
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])  # the database is back
     again = project.run("--once")
     assert again.returncode == 0, again.stderr
-    assert "a  304 not modified" in project.log()  # nothing new fetched: the rows come from staging
+    assert project.rows("runs")[-1]["outcome"] == "not modified"  # nothing new fetched: the rows come from staging
     assert Counter(r["link"] for r in project.rows()) == Counter(f"http://example.com/item/{n}" for n in range(1, 5))
     assert staged_rows(project) == 0
     assert list(project.staging.glob("staging.flushing-*.csv")) == []
