@@ -62,14 +62,15 @@ def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_ur
             log.info("flush (%s) of %s failed: %s", why, sink.table, exc, extra=logs.ALSO_IN_ERRORS)
             errors.append(str(exc) if feeds else f"{sink.table}: {exc}")
             continue
-        rows, changed, known = count.written, count.updated, count.already
-        written, updated, already = written + rows, updated + changed, already + known
+        rows, changed, stored_before = count.written, count.updated, count.already
+        written, updated, already = written + rows, updated + changed, already + stored_before
         versions += count.versions
         if why != "stop":  # a quiet moment, no poll under way; a stop is not kept waiting by a rewrite
             compact_hashes(sink, feeds)
-        if rows or known or changed or (feeds and why in ("stop", "once") and not feeds_idle):
+        if rows or stored_before or changed or (feeds and why in ("stop", "once") and not feeds_idle):
             log.info("flush (%s): %d rows written to %s%s%s", why, rows, sink.table,
-                     f", {changed} updated" if changed else "", f", {known} already stored" if known else "")
+                     f", {changed} updated" if changed else "",
+                     f", {stored_before} already stored" if stored_before else "")
     if sources is not None and db is not None:
         try:
             sources(db)

@@ -95,21 +95,21 @@ class SharedSchedule:
             if group == self._group:
                 return
             self._group = group
-            (theirs, their_names), (mine, my_names) = self.coord.disagreement(self._alive())
+            (only_elsewhere, elsewhere_names), (only_here, here_names) = self.coord.disagreement(self._alive())
         except StorageError as exc:
             self._unreachable(exc)
             return
-        if theirs:
+        if only_elsewhere:
             logs.error_line("shared", "params.py", "other running daemons' params.py enable "
-                            f"{_some(theirs, their_names)} that this one lacks or disables; they stay enabled and"
-                            " the daemons that list them poll them: deploy one params.py to every machine")
-        if mine:
-            logs.error_line("shared", "params.py", f"this params.py enables {_some(mine, my_names)} that the other"
-                            " running daemons' files do not; this daemon polls them: deploy one params.py to every"
-                            " machine")
-        if theirs or mine:
+                            f"{_some(only_elsewhere, elsewhere_names)} that this one lacks or disables; they stay "
+                            "enabled and the daemons that list them poll them: deploy one params.py to every machine")
+        if only_here:
+            logs.error_line("shared", "params.py", f"this params.py enables {_some(only_here, here_names)} that the "
+                            "other running daemons' files do not; this daemon polls them: deploy one params.py to "
+                            "every machine")
+        if only_elsewhere or only_here:
             log.warning("shared: the running daemons' params.py files disagree: %d sources listed elsewhere, not "
-                        "here; %d here, nowhere else (errors.log names them)", theirs, mine)
+                        "here; %d here, nowhere else (errors.log names them)", only_elsewhere, only_here)
         elif group:
             log.info("shared: this params.py lists the same sources as the %d other running daemons", len(group))
 

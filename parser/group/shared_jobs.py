@@ -100,8 +100,8 @@ class SharedLinkFile:
             yield from self.tables.open_links(self.job, 1_000)
             return
         if self._out:  # claimed in an earlier pass and not marked: still ours, unless a lease ended
-            mine = self.tables.extend_link_leases(list(self._out), self.lease)
-            self._out = {i: u for i, u in self._out.items() if i in mine}
+            still_leased = self.tables.extend_link_leases(list(self._out), self.lease)
+            self._out = {i: u for i, u in self._out.items() if i in still_leased}
             self._extended = time.monotonic()
         yield from sorted(self._out.items())
         while True:
