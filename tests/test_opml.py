@@ -31,7 +31,7 @@ def test_opml_outlines_become_sources_beside_sources(server, project):
     for row in project.rows():
         by_source[row["source"]] = by_source.get(row["source"], 0) + 1
     assert by_source == {"Alpha blog": 2, "Beta news": 1, "gamma": 1}
-    assert "Alpha blog  new 2" in project.log()
+    assert project.polls("Alpha blog") == [(2, 2, 0)]  # polled under its OPML title
 
 
 def test_a_name_clash_with_sources_is_a_settings_error(server, project):
