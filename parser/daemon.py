@@ -35,7 +35,7 @@ from .fetch.http import Fetcher
 from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
 from .group.parts import parts_for
-from .jobs.runner import JobRunner
+from .jobs.runner import JobLoop, JobMode, JobParts, JobRunner
 from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
@@ -172,10 +172,9 @@ class Daemon:
             self.sources_table = SourcesWriter(self.feeds)
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
-            jobs = JobRunner(s, self.link_jobs, fetcher=self.fetcher, scheduler=self.scheduler, stop=self.stop,
-                             clock=self.clock, once=self.options.once, links_only=self.options.links_only,
-                             dry_run=dry_run, out=self.out, job_files=self.parts.job_files, shared=self.parts.shared,
-                             runs=self.run_info.runs)
+            jobs = JobRunner(s, self.link_jobs, JobLoop(self.fetcher, self.scheduler, self.stop, self.clock),
+                             mode=JobMode(self.options.once, self.options.links_only, dry_run), out=self.out,
+                             parts=JobParts(self.parts.job_files, self.parts.shared), runs=self.run_info.runs)
             jobs.open()
             self.techniques.add(jobs)
         if self.db is None:  # --dry-run

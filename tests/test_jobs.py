@@ -16,7 +16,7 @@ import pytest
 from db.store import Database
 from parser.fetch.http import Fetcher
 from parser.fetch.scheduler import Scheduler
-from parser.jobs.runner import JobRunner
+from parser.jobs.runner import JobLoop, JobMode, JobRunner
 from parser.settings.params import Settings, settings_from_dict
 from tests.shop import HARVEST_FIELDS, Shop, item_page
 
@@ -38,8 +38,7 @@ def run_jobs_once(settings: Settings) -> None:
                       max_bytes=settings.max_bytes, max_redirects=settings.max_redirects,
                       per_host=settings.per_host, pool_size=settings.concurrency, stop=stop)
     scheduler = Scheduler(settings.concurrency, settings.per_host)
-    runner = JobRunner(settings, list(settings.link_jobs), fetcher=fetcher, scheduler=scheduler, stop=stop,
-                       once=True)
+    runner = JobRunner(settings, list(settings.link_jobs), JobLoop(fetcher, scheduler, stop), mode=JobMode(once=True))
     runner.open()
     db = Database(settings.db_url)
     try:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from dataclasses import dataclass
 
 from linkgen.linkfile import MAX_ATTEMPTS
 from linkgen.politeness import Robots
@@ -40,17 +41,26 @@ def utc(epoch: float) -> str:
     return iso(math.ceil(epoch))
 
 
+@dataclass(frozen=True)
+class JobLoop:
+    """What the jobs share of the daemon's loop: the fetcher (and its host slots), the scheduler whose work
+    items their pages and objects are, the event that stops the daemon, and the wall clock."""
+    fetcher: Fetcher
+    scheduler: Scheduler
+    stop: threading.Event
+    clock: Callable[[], float] = time.time
+
+
 class JobContext:
     """The jobs' share of the daemon: fetcher, scheduler, robots.txt, the hosts' pauses, the mode."""
 
-    def __init__(self, settings: Settings, *, fetcher: Fetcher, scheduler: Scheduler, stop,
-                 clock: Callable[[], float], once: bool, links_only: bool, max_objects: int | None,
-                 progress: TextIO | None, shared: bool = False, runs: RunLog | None = None):
+    def __init__(self, settings: Settings, loop: JobLoop, *, once: bool, links_only: bool, max_objects: int | None,
+                 shared: bool = False, runs: RunLog | None = None):
         self.settings = settings
-        self.fetcher = fetcher
-        self.scheduler = scheduler
-        self.stop = stop
-        self.clock = clock
+        self.fetcher = fetcher = loop.fetcher
+        self.scheduler = loop.scheduler
+        self.stop = loop.stop
+        self.clock = clock = loop.clock
         self.once = once
         self.links_only = links_only
         # None: every pending link; a number (--dry-run's DRY_RUN_LINKS): pass 1 expands a template
@@ -63,8 +73,9 @@ class JobContext:
         # the jobs' requests to that host too, and the reverse.
         self.host_slots: HostSlots = fetcher.slots
         self.robots = Robots(fetcher, settings.user_agent, clock=clock, gate=self.host_slots)
-        # The harvest's counts on a terminal only, drawn so log lines never run into them (parser/core/logs.py).
-        self.progress = logs.progress_line(progress)
+        # The harvest's counts on a terminal only (stderr), drawn so log lines never run into them
+        # (parser/core/logs.py).
+        self.progress = logs.progress_line()
         self._progress_at = 0.0
 
     def error(self, files: JobFiles, url: str, what: str, then: str = "") -> None:
@@ -119,7 +130,7 @@ class JobContext:
         """--once, only links or pages of held hosts left: wait for the first hold to end if the job's
         budget (ONCE_WAIT_MAX in all) allows, else leave them for the next run."""
         now = time.monotonic()
-        if now < run.wait_until:
+        if run.waiting(now):
             return  # waiting already
         left = self.hold_left(urls)
         if left <= 0:
@@ -130,10 +141,10 @@ class JobContext:
                        "left for the next run")
             log.info("%s  %s", files.job.name, message)
             self.say(files, message)
-            run.given_up = True
+            run.give_up()
             return
         log.info("%s  waiting %.1f s for %s (Retry-After)", files.job.name, left,
                  ", ".join(sorted({host_key(u) for u in urls})))
         files.waited += left
-        run.wait_until = now + left
+        run.wait_till(now + left)
 

@@ -36,19 +36,19 @@ class Pass1:
         if files.harvest is None:
             if due:
                 self.expand_template(files, scheduled=True)
-            run.pass1_ran = True
+            run.pass1_done()
             return
         harvest = files.harvest
         if not harvest.active:
             if not due:
                 return
             harvest.start(len(files.links))
-            run.harvest_at = time.monotonic()
-        elif not run.harvest_at:
+            run.harvest_began(time.monotonic())
+        elif not run.harvest_timed:
             log.info("%s  pass 1: resuming harvest run %d (%d pages done)", files.job.name, harvest.run,
                      harvest.pages_done)
-            run.harvest_at = time.monotonic()
-        run.pass1_ran = True
+            run.harvest_began(time.monotonic())
+        run.pass1_done()
         if run.given_up:
             return
         room = ctx.window - ctx.scheduler.waiting(run.pages) - ctx.scheduler.running_for(run.pages)
@@ -105,8 +105,7 @@ class Pass1:
         harvest.end(summary)
         self.ctx.end_progress()
         log.info("%s  pass 1 (harvest run %d): %s  %.2f s", job.name, harvest.run, summary,
-                 time.monotonic() - (run.harvest_at or time.monotonic()))
-        run.harvest_at = 0.0
+                 run.harvest_ended(time.monotonic()))
         self.ctx.say(files, f"pass 1 (harvest): {summary}")
 
     def expand_template(self, files: JobFiles, *, scheduled: bool) -> int:

@@ -41,15 +41,26 @@ from ..fetch.pages import parse_html
 from ..fetch.scheduler import Work
 from ..pipeline.sink import Batch
 from ..settings.link_jobs import LinkJob
-from .job_context import JobContext, url_of
+from .job_context import JobContext
 from .job_files import JobFiles
-from .job_run import JobRun, ObjectOutcome
+from .job_run import JobRun
 from .job_sink import JobSink
+from .outcomes import (
+    Abandoned,
+    Barred,
+    Failed,
+    Fetched,
+    Gone,
+    Held,
+    ObjectOutcome,
+    Refused,
+    Result,
+    Unchanged,
+    Unmatched,
+)
 from .pass1 import Pass1
 
 log = logging.getLogger("parser")
-REREAD_EVERY = 1.0         # seconds: the link file is asked again this often for retries that came due
-PULL_MAX = 10_000          # links pulled at most per look for one on a host not held
 SUMMARY_EVERY = 60.0       # seconds: a busy pass 2 says what it did at least this often
 REVISITED = ("revisited", "same", "missed", "kept")  # the marks of a done link fetched again
 
@@ -86,6 +97,21 @@ def fields_digest(values: dict[str, str]) -> str:
     return hashlib.blake2b(json.dumps(values, sort_keys=True, ensure_ascii=False).encode(), digest_size=8).hexdigest()
 
 
+def fetch_failure(exc: FetchError, *, stopping: bool) -> Result:
+    """What a failed fetch of an object page was, by what pass 2 does with its link. A refusal with
+    Retry-After is the server's answer even while stopping; any other failure then may be the stop's."""
+    if exc.retry_after is not None:
+        return Refused(str(exc))
+    if stopping:
+        return Abandoned()
+    # 404/410 are permanent failures (parser/fetch/http.py), and so is a redirect off the object pages.
+    if exc.status in (404, 410) or isinstance(exc, NoObjectPageError):
+        return Gone(str(exc))
+    if exc.permanent:
+        return Barred(str(exc))
+    return Failed(str(exc))
+
+
 def pass_row(job: str, tally: Counter[str], tried: int, failed: int, seconds: float) -> Run:
     """A pass 2 (the objects fetched since the last summary) as a row of the `runs` table (core/runs.py):
     "error" when every link it fetched failed."""
@@ -113,97 +139,50 @@ class Pass2:
             return
         scheduler = self.ctx.scheduler
         room = self.ctx.window - scheduler.waiting(run.objects) - scheduler.running_for(run.objects)
-        run.drained = False
+        run.offered(drained=self._hand_out(files, run, room))
+
+    def _hand_out(self, files: JobFiles, run: JobRun, room: int) -> bool:
+        """Up to `room` links to the scheduler. True when no more may go now: none is left to send now, or
+        the run fetches only the first max_objects (--dry-run) and has handed them out."""
         most = self.ctx.max_objects
         while room > 0:
             if most is not None and run.handed >= most:
-                run.drained = True
-                return
-            item = self._next_link(files, run)
+                return True
+            item = run.next_link(files.links, once=self.ctx.once)
             if item is None:
-                run.drained = True
-                return
+                return True
             index, url = item
-            if not run.started:
-                run.started = run.said_at = time.monotonic()
             revisit = files.links.revisit(index)  # read here: a worker touches no file
             self.ctx.scheduler.add(Work(url=url, owner=run.objects,
                                         run=partial(self.fetch_object, files, index, url, revisit),
-                                        absorb=partial(self._object_done, run),
+                                        absorb=run.back,
                                         failed=partial(self._object_crashed, run, index, url, revisit)))
-            run.handed += 1
+            run.handed_out(time.monotonic())
             room -= 1
-            if most is not None and run.handed == most and self._next_link(files, run) is not None:
+            if most is not None and run.handed == most and run.next_link(files.links, once=self.ctx.once) is not None:
                 self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
                                     f"{most} and stops there")
-
-    def _next_link(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
-        """The next link whose host is not held: from the frontier, else pulled from the link file."""
-        for _ in range(PULL_MAX):
-            item = run.frontier.pop()
-            if item is not None:
-                return item
-            item = self._pull(files, run)
-            if item is None:
-                return None
-            run.frontier.append(item)
-        return None
-
-    def _pull(self, files: JobFiles, run: JobRun) -> tuple[int, str] | None:
-        """One pending link from the file that is not already ours. The file is asked again when links
-        were added (a harvest going on) or, for retries come due, every REREAD_EVERY seconds."""
-        while True:
-            if run.links is None:
-                if len(files.links) == run.seen_links and time.monotonic() - run.asked_at < REREAD_EVERY:
-                    return None
-                # --once asks again at once for the retries of earlier runs, only on its first look: a link
-                # that fails in this run waits for its backoff like any other.
-                run.links = files.links.pending(ignore_backoff=self.ctx.once and run.seen_links < 0)
-                run.seen_links, run.asked_at = len(files.links), time.monotonic()
-                fresh = True
-            else:
-                fresh = False
-            for index, url in run.links:
-                if index not in run.mine:
-                    run.mine.add(index)
-                    return index, url
-            run.links = None
-            if fresh:
-                return None
+        return False
 
     def _object_crashed(self, run: JobRun, index: int, url: str, revisit: Revisit | None,
                         exc: BaseException) -> None:
         log.error("internal error fetching %s: %r", url, exc)  # a bug in a worker fails that link only
-        run.ready.append(ObjectOutcome(url=url, index=index, error=f"internal error: {exc!r}", revisit=revisit))
-
-    def _object_done(self, run: JobRun, outcome: ObjectOutcome) -> None:
-        """Main thread: an object back from its worker; staged with the others of this turn."""
-        if outcome.held:
-            run.frontier.park((outcome.index, outcome.url))  # not sent: asked when the hold ends
-        else:
-            run.ready.append(outcome)
+        run.back(ObjectOutcome(url, index, revisit, Failed(f"internal error: {exc!r}")))
 
     def stage(self, files: JobFiles, run: JobRun) -> None:
         """Main thread: the objects back since the last turn, staged together (one fsync) and marked."""
-        ready, run.ready = run.ready, []
+        ready = run.take_ready()
         if not ready:
             return
-        again = self._absorb(files, ready, run.tally, run.empty)
-        for item in again:
-            run.frontier.park(item)  # refused with Retry-After: still ours, asked after the hold
-        kept = {index for index, _ in again}
-        for outcome in ready:
-            if outcome.index not in kept:
-                run.mine.discard(outcome.index)  # marked; or abandoned, so the file gives it again
-        run.tried_since_extend += len(ready)
+        run.settled(ready, again=self._absorb(files, ready, run))
         counts = files.links.counts()
         self.ctx.show(f"{files.job.name}: pass 2: {counts['done']} objects done, {counts['pending']} pending")
-        if run.tally and time.monotonic() - run.said_at >= SUMMARY_EVERY:
+        if run.summary_due(time.monotonic(), SUMMARY_EVERY):
             self.summary(files, run)
 
     def idle(self, run: JobRun) -> bool:
         """Nothing of this job's pass 2 to send now, waiting, running or to stage."""
-        return run.drained and not run.ready and not self.ctx.scheduler.waiting(run.objects) \
+        return run.drained and not run.has_ready and not self.ctx.scheduler.waiting(run.objects) \
             and not self.ctx.scheduler.running_for(run.objects)
 
     def when_idle(self, files: JobFiles, run: JobRun) -> None:
@@ -212,32 +191,31 @@ class Pass2:
         if not self.idle(run):
             return
         # A run that fetches only the first links (--dry-run) does not go on past them.
-        if files.job.stop_after_misses is not None and run.tried_since_extend and self.ctx.max_objects is None:
-            run.tried_since_extend = 0
+        if files.job.stop_after_misses is not None and self.ctx.max_objects is None and run.take_tried():
             if self.pass1.expand_template(files, scheduled=False):
-                run.drained = False  # the new links go at the next turn
+                run.links_added()  # the new links go at the next turn
                 return
         harvesting = files.harvest is not None and files.harvest.active and not run.given_up
-        if run.tally and not harvesting:
+        if run.has_counts and not harvesting:
             self.summary(files, run)
-        if self.ctx.once and run.frontier.parked_count and not harvesting and not run.given_up:
-            self.ctx.hold_or_give_up(files, run, [url_of(i) for i in run.frontier.parked_hosts().values()],
-                                     "links", run.frontier.parked_count)
+        if self.ctx.once and run.parked_count and not harvesting and not run.given_up:
+            self.ctx.hold_or_give_up(files, run, run.parked_urls(), "links", run.parked_count)
 
     def summary(self, files: JobFiles, run: JobRun) -> None:
-        job, tally = files.job, run.tally
+        job = files.job
+        tally, empty, started = run.take_counts()
         tried = sum(tally[k] for k in ("done", "gone", "retry", "dead", "refused"))
         counts = files.links.counts()
-        empties = ", ".join(f"{name} {n}" for name, n in run.empty.most_common())
-        seconds = time.monotonic() - run.started
+        empties = ", ".join(f"{name} {n}" for name, n in empty.most_common())
+        seconds = time.monotonic() - started
         # A JSON log line (LOG_FORMAT "json") carries the counts as keys of their own.
         fields = logs.fields(job=job.name, fetched=tried, new=tally["new"], duplicates=tally["duplicates"],
                              gone=tally["gone"], retry=tally["retry"], given_up=tally["dead"],
                              refused=tally["refused"], unmatched=tally["unmatched"], pending=counts["pending"],
-                             empty_fields=dict(run.empty), seconds=round(seconds, 3), revisited=tally["revisited"],
+                             empty_fields=dict(empty), seconds=round(seconds, 3), revisited=tally["revisited"],
                              changed=tally["changed"], unchanged=tally["unchanged"], missed=tally["missed"],
                              gone_rows=tally["gone_rows"], failed=tally["kept"])
-        # Each revisit in one bucket of _revisit_mark's: they add up to the number revisited.
+        # Each revisit in one bucket of _mark's: they add up to the number revisited.
         revisited = (f"; revisited {tally['revisited']}: {tally['changed']} changed, {tally['unchanged']} unchanged, "
                      f"{tally['missed']} missing (asked once more), {tally['gone_rows']} rows gone, "
                      f"{tally['kept']} failed") if tally["revisited"] else ""
@@ -256,83 +234,67 @@ class Pass2:
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                             + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()
-        run.tally, run.empty, run.started = Counter(), Counter(), 0.0
 
     def fetch_object(self, files: JobFiles, index: int, url: str, revisit: Revisit | None = None) -> ObjectOutcome:
         """Worker thread: fetch one object page (line `index` of the link file; a `revisit` of a done one
         asks conditionally) and extract its fields. Touches no file."""
         try:
             response, doc = fetch_object_page(files.job, url, fetcher=self.ctx.fetcher, host_slots=self.ctx.host_slots,
-                                       robots=self.ctx.robots, revisit=revisit)
+                                              robots=self.ctx.robots, revisit=revisit)
         except HostHeldError:
-            return ObjectOutcome(url=url, index=index, held=True, revisit=revisit)
+            return ObjectOutcome(url, index, revisit, Held())
         except FetchError as exc:
-            refused = exc.retry_after is not None
-            return ObjectOutcome(url=url, index=index, error=str(exc), final=exc.permanent, refused=refused,
-                                 abandoned=self.ctx.stop.is_set() and not refused, revisit=revisit,
-                                 missed=revisit is not None and (exc.status in (404, 410)
-                                                                 or isinstance(exc, NoObjectPageError)))
+            return ObjectOutcome(url, index, revisit, fetch_failure(exc, stopping=self.ctx.stop.is_set()))
         except ParseError as exc:
-            return ObjectOutcome(url=url, index=index, error=str(exc), revisit=revisit)
+            return ObjectOutcome(url, index, revisit, Failed(str(exc)))
+        return ObjectOutcome(url, index, revisit, self._read_object(files, url, response, doc, revisit))
+
+    def _read_object(self, files: JobFiles, url: str, response: FetchResult, doc: HtmlElement | None,
+                     revisit: Revisit | None) -> Result:
+        """Worker thread: what an object page that was answered gives: its record, or unchanged, or a miss."""
         if doc is None:  # 304: unchanged since the last visit
             assert revisit is not None, "only a revisit asks conditionally"
-            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True,
-                                 etag=response.etag or revisit.etag,
-                                 modified=response.last_modified or revisit.modified, digest=revisit.digest)
+            return Unchanged(etag=response.etag or revisit.etag, modified=response.last_modified or revisit.modified,
+                             digest=revisit.digest)
         extracted = extract_fields(doc, files.selectors, files.blank)
         if not extracted.matched:
             # A 200 that is not the object (maintenance, "not found" in a page frame): stored, it would
             # mark the link done for good; a miss is asked again, and ends an open range.
-            return ObjectOutcome(url=url, index=index, unmatched=True, revisit=revisit,
-                                 error=f"no field matched ({', '.join(files.selectors)}): looks like an error or "
-                                       "maintenance page, not stored (if every page says so, check the job's "
-                                       "fields)")
+            return Unmatched(f"no field matched ({', '.join(files.selectors)}): looks like an error or maintenance "
+                             "page, not stored (if every page says so, check the job's fields)")
         values, warnings = typed_values(files.job.types, extracted.values)
         digest = fields_digest(values)
         etag, modified = response.etag or "", response.last_modified or ""  # kept with the link, as the digest
         if revisit is not None and revisit.digest == digest:
-            return ObjectOutcome(url=url, index=index, revisit=revisit, same=True, etag=etag, modified=modified,
-                                 digest=digest)
+            return Unchanged(etag=etag, modified=modified, digest=digest)
         record = {"url": url, "fetched": now_iso(self.ctx.clock), **values}
-        return ObjectOutcome(url=url, index=index, record=record, empty=extracted.empty, revisit=revisit,
-                             warnings=warnings, etag=etag, modified=modified, digest=digest)
+        return Fetched(record, etag=etag, modified=modified, digest=digest, empty=tuple(extracted.empty),
+                       warnings=tuple(warnings))
 
-    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], tally: Counter[str],
-                empty: Counter[str]) -> list[tuple[int | None, str]]:
+    def _absorb(self, files: JobFiles, ready: list[ObjectOutcome], run: JobRun) -> list[tuple[int | None, str]]:
         """Main thread: stage the records (durably; a revisit's as an update of its row), then mark their
         links; log the failures. Return the refused links (line, URL) that may be asked again (after their
         host's hold)."""
-        ready = [o for o in ready if not o.abandoned]
+        ready = [o for o in ready if not isinstance(o.result, Abandoned)]
         if not ready:
             return []
-        first = [o.record for o in ready if o.record is not None and o.revisit is None]
-        again = [o.record for o in ready if o.record is not None and o.revisit is not None]
+        first = [o.result.record for o in ready if isinstance(o.result, Fetched) and o.revisit is None]
+        again = [o.result.record for o in ready if isinstance(o.result, Fetched) and o.revisit is not None]
         fresh, updated = files.sink.stage_many([Batch(first), Batch(again, updates=files.updates != "ignore")])
         files.sink.show(fresh.new + updated.new, updated.updates)  # --dry-run prints them; a Sink has staged them
-        tally["new"] += len(fresh.new) + len(updated.new)
-        tally["duplicates"] += fresh.duplicates
+        run.count("new", len(fresh.new) + len(updated.new))
+        run.count("duplicates", fresh.duplicates)
         marks = []
         for outcome in ready:
-            for warning in outcome.warnings:  # a typed field's text that did not convert: stored as NULL
-                logs.error_line(files.job.name, outcome.url, warning)
-            if outcome.revisit is not None:
-                marks.append(self._revisit_mark(files, outcome, outcome.revisit, tally))
-                continue
-            tally["unmatched"] += outcome.unmatched
-            if outcome.record is not None:
-                marks.append(Mark(outcome.url, "done", index=outcome.index, etag=outcome.etag,
-                                  modified=outcome.modified, digest=outcome.digest))
-                empty.update(outcome.empty)
-            elif outcome.refused:
-                marks.append(Mark(outcome.url, "refused", outcome.error or "", outcome.index))
-            else:
-                marks.append(Mark(outcome.url, "gone" if outcome.final else "failed", outcome.error or "",
-                                  outcome.index))
+            if isinstance(outcome.result, Fetched):
+                for warning in outcome.result.warnings:  # a typed field's text that did not convert: stored as NULL
+                    logs.error_line(files.job.name, outcome.url, warning)
+            marks.append(self._mark(files, outcome, run))
         again_links: list[tuple[int | None, str]] = []
         for mark, link_state in files.links.mark(marks):
             if mark.status in REVISITED:
                 continue
-            tally[link_state.status] += 1
+            run.count(link_state.status)
             if mark.status == "done":
                 continue
             if mark.status == "refused":
@@ -349,32 +311,49 @@ class Pass2:
             self.ctx.error(files, mark.url, mark.detail, then)
         return again_links
 
-    def _revisit_mark(self, files: JobFiles, outcome: ObjectOutcome, revisit: Revisit, tally: Counter[str]) -> Mark:
-        """The mark of a done link fetched again: changed (staged), unchanged, missed (404/410; the second in a
-        row marks its row gone, noted for the flush before the link says so), or kept (any other failure).
-        Each is counted in one bucket of `tally`: changed, unchanged, missed, gone_rows or kept."""
+    def _mark(self, files: JobFiles, outcome: ObjectOutcome, run: JobRun) -> Mark:
+        """The mark of a link whose object came back, by what became of it. A first visit is done, refused,
+        gone or failed (counted by the link's new status once marked). A revisit (a done link fetched again)
+        is changed (staged), unchanged, missed (404/410; the second in a row marks its row gone, noted for the
+        flush before the link says so), or kept (any other failure): each counted in one bucket of the
+        tally, changed, unchanged, missed, gone_rows or kept, that add up to the number revisited."""
         url, index = outcome.url, outcome.index
-        tally["revisited"] += 1
-        if outcome.record is not None:
-            tally["changed"] += 1
-            return Mark(url, "revisited", index=index, etag=outcome.etag, modified=outcome.modified,
-                        digest=outcome.digest)
-        if outcome.same:
-            tally["unchanged"] += 1
-            return Mark(url, "same", "unchanged", index, outcome.etag, outcome.modified, outcome.digest)
-        kept = dict(etag=revisit.etag, modified=revisit.modified, digest=revisit.digest)
-        if outcome.missed:
-            if revisit.missed:
-                tally["gone_rows"] += 1
-                if isinstance(files.sink, JobSink):
-                    files.sink.gone(url, self.ctx.clock())
-                self.ctx.error(files, url, outcome.error or "gone", "gone at two visits in a row: its row is "
-                                                                    "marked gone (kept, not deleted)")
-            else:
-                tally["missed"] += 1
-                self.ctx.error(files, url, outcome.error or "gone", "asked once more before its row is marked gone")
-            return Mark(url, "missed", outcome.error or "", index, **kept)
-        tally["kept"] += 1
-        self.ctx.error(files, url, outcome.error or "failed",
-                       "its row is kept as stored; asked again at its next visit")
-        return Mark(url, "kept", outcome.error or "", index, **kept)
+        if outcome.revisit is not None:
+            run.count("revisited")
+        match outcome.result, outcome.revisit:
+            case Fetched() as got, None:
+                run.count_empty(got.empty)
+                return Mark(url, "done", index=index, etag=got.etag, modified=got.modified, digest=got.digest)
+            case Refused(error), None:
+                return Mark(url, "refused", error, index)
+            case Gone(error) | Barred(error), None:
+                return Mark(url, "gone", error, index)
+            case Unmatched(error), None:
+                run.count("unmatched")
+                return Mark(url, "failed", error, index)
+            case Failed(error), None:
+                return Mark(url, "failed", error, index)
+            case Fetched() as got, Revisit():
+                run.count("changed")
+                return Mark(url, "revisited", index=index, etag=got.etag, modified=got.modified, digest=got.digest)
+            case Unchanged() as got, Revisit():
+                run.count("unchanged")
+                return Mark(url, "same", "unchanged", index, got.etag, got.modified, got.digest)
+            case Gone(error), Revisit() as last:
+                if last.missed:
+                    run.count("gone_rows")
+                    if isinstance(files.sink, JobSink):
+                        files.sink.gone(url, self.ctx.clock())
+                    self.ctx.error(files, url, error or "gone", "gone at two visits in a row: its row is "
+                                                                "marked gone (kept, not deleted)")
+                else:
+                    run.count("missed")
+                    self.ctx.error(files, url, error or "gone", "asked once more before its row is marked gone")
+                return Mark(url, "missed", error, index, last.etag, last.modified, last.digest)
+            case Refused(error) | Barred(error) | Unmatched(error) | Failed(error), Revisit() as last:
+                run.count("kept")
+                self.ctx.error(files, url, error or "failed",
+                               "its row is kept as stored; asked again at its next visit")
+                return Mark(url, "kept", error, index, last.etag, last.modified, last.digest)
+        raise AssertionError(f"no mark for {outcome.result!r}: a first visit is never unchanged, and held or "
+                             "abandoned objects are never marked")

@@ -25,19 +25,16 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TextIO
 
 from linkgen.frontier import HostFrontier
 
 from ..core.runs import RunLog
-from ..fetch.http import Fetcher
-from ..fetch.scheduler import Scheduler
 from ..pipeline.sink import RecordSink
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
-from .job_context import DRY_RUN_LINKS, JobContext, url_of, utc
+from .job_context import DRY_RUN_LINKS, JobContext, JobLoop, url_of, utc
 from .job_files import JobFiles, job_folder
 from .job_run import JobRun
 from .pass1 import Pass1
@@ -45,27 +42,38 @@ from .pass2 import Pass2
 
 log = logging.getLogger("parser")
 
-__all__ = ["DRY_RUN_LINKS", "JobRunner", "job_folder"]
+__all__ = ["DRY_RUN_LINKS", "JobLoop", "JobMode", "JobParts", "JobRunner", "job_folder"]
+
+
+@dataclass(frozen=True)
+class JobMode:
+    """What the run asks of the jobs: --once, --links-only (pass 1 only), --dry-run."""
+    once: bool = False
+    links_only: bool = False
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class JobParts:
+    """What the daemon's parts (parser/group/parts.py, a floor above this one) choose for the jobs: the class
+    a job's files open with (with SHARED the group's, parser/group/shared_jobs.py) and whether the links are
+    the group's."""
+    job_files: type[JobFiles] = JobFiles
+    shared: bool = False
 
 
 class JobRunner:
-    def __init__(self, settings: Settings, jobs: list[LinkJob], *, fetcher: Fetcher, scheduler: Scheduler,
-                 stop, clock: Callable[[], float] = time.time, once: bool = False, links_only: bool = False,
-                 progress: TextIO | None = None, dry_run: bool = False, out: TextIO | None = None,
-                 job_files: type[JobFiles] = JobFiles, shared: bool = False, runs: RunLog | None = None):
-        """dry_run: the jobs' files opened in memory with a PrintSink writing to `out` (parser/jobs/job_files.py),
-        at most DRY_RUN_LINKS objects a job; the passes themselves do not know. job_files: the class a
-        job's files open with; with SHARED the group's (parser/group/shared_jobs.py, a floor above this one:
-        chosen by the daemon, passed in); `shared`: that the links are the group's; `runs`: where each pass 2's
-        row of the `runs` table goes (the daemon's RunInfo.runs)."""
+    def __init__(self, settings: Settings, jobs: list[LinkJob], loop: JobLoop, *, mode: JobMode = JobMode(),
+                 out: TextIO | None = None, parts: JobParts = JobParts(), runs: RunLog | None = None):
+        """mode.dry_run: the jobs' files opened in memory with a PrintSink writing to `out`
+        (parser/jobs/job_files.py), at most DRY_RUN_LINKS objects a job; the passes themselves do not know.
+        `runs`: where each pass 2's row of the `runs` table goes (the daemon's RunInfo.runs)."""
         self.settings = settings
-        self.open_files = job_files
+        self.open_files = parts.job_files
         self.jobs = jobs
-        self.dry_run, self.out = dry_run, out
-        self.ctx = JobContext(settings, fetcher=fetcher, scheduler=scheduler, stop=stop, clock=clock,
-                              once=once or dry_run, links_only=links_only,
-                              max_objects=DRY_RUN_LINKS if dry_run else None, progress=progress,
-                              shared=shared, runs=runs)
+        self.dry_run, self.out = mode.dry_run, out
+        self.ctx = JobContext(settings, loop, once=mode.once or mode.dry_run, links_only=mode.links_only,
+                              max_objects=DRY_RUN_LINKS if mode.dry_run else None, shared=parts.shared, runs=runs)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
@@ -91,7 +99,7 @@ class JobRunner:
                     log.info("%s  %s asked for no requests before %s (Retry-After): held until then",
                              job.name, host, utc(until))
             self.job_files.append(files)
-            self.runs[job.name] = JobRun(HostFrontier(ctx.host_slots.key_held_for, url_of=url_of), job.name)
+            self.runs[job.name] = JobRun(job.name, HostFrontier(ctx.host_slots.key_held_for, url_of=url_of))
 
     def close(self) -> None:
         for files in self.job_files:
@@ -148,4 +156,4 @@ class JobRunner:
             return False
         if not run.pass1_ran or (files.harvest and files.harvest.active and not run.given_up):
             return False
-        return self.ctx.links_only or run.given_up or (self.pass2.idle(run) and not run.frontier.parked_count)
+        return self.ctx.links_only or run.given_up or (self.pass2.idle(run) and not run.parked_count)
