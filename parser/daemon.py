@@ -173,8 +173,9 @@ class Daemon:
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
             jobs = JobRunner(s, self.link_jobs, JobLoop(self.fetcher, self.scheduler, self.stop, self.clock),
-                             mode=JobMode(self.options.once, self.options.links_only, dry_run), out=self.out,
-                             parts=JobParts(self.parts.job_files, self.parts.shared), runs=self.run_info.runs)
+                             mode=JobMode(once=self.options.once, links_only=self.options.links_only, dry_run=dry_run),
+                             out=self.out, parts=JobParts(job_files=self.parts.job_files, shared=self.parts.shared),
+                             runs=self.run_info.runs)
             jobs.open()
             self.techniques.add(jobs)
         if self.db is None:  # --dry-run
