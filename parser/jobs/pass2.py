@@ -2,7 +2,8 @@
 once as a work item of the scheduler, its fields extracted, one record per object staged through the
 job's sink, then the link marked. Links are read lazily from the file (at most CONCURRENCY of a job's
 objects wait for a worker), also while a harvest appends to it; a held host's links wait apart
-(linkgen.frontier.HostFrontier) until the hold ends.
+(linkgen.frontier.HostFrontier) until the hold ends. A worker hands back what became of its link as a
+value (parser/jobs/outcomes.py); the main thread turns it into the link's mark and count (Pass2._mark).
 
 With the job's `refresh`, a done link due again (linkgen/linkfile.py) is fetched with its ETag and
 Last-Modified: a 304, or a page whose fields have the digest of the last visit, is unchanged (it waits
