@@ -223,8 +223,7 @@ class SourceState:
         return wait
 
     def held(self, now: float, seconds: float, *, error: str) -> float:
-        """A poll not sent, its host held (a job's 429, `error` says so): no failure of the source, which
-        waits as for a Retry-After of `seconds` (hold_for). Returns the seconds held."""
+        """A poll not sent, its host held (`error`: a job's 429): no failure; it waits as for a Retry-After."""
         self._saved.last_outcome = f"held: {error}"
         return self.hold_for(now, seconds)
 
@@ -243,8 +242,7 @@ class SourceState:
         return ended
 
     def answered(self, etag: str | None, last_modified: str | None, *, new: int) -> None:
-        """A body's records are staged (`new` of them new): its validators are kept for the next
-        conditional GET, only now, so that a kill before costs one unconditional fetch, never records."""
+        """A body's records staged (`new` of them new): its validators kept for the next conditional GET."""
         s = self._saved
         s.etag, s.last_modified = etag, last_modified
         s.last_outcome = f"new {new}"
@@ -262,8 +260,7 @@ class SourceState:
             self._saved.last_new = iso(now)
 
     def received(self, now: float, *, new: int, duplicates: int, blocked: int = 0) -> None:
-        """Entries pushed (webhook, WebSub) went through the uniqueness check: the source was heard from,
-        as by a poll's answer, and they are counted (staged); the next poll stays as planned."""
+        """Pushed entries (webhook, WebSub) staged: heard from, as by an answer, and counted; its next poll unmoved."""
         s = self._saved
         s.last_success = s.last_poll = iso(now)
         self.staged(now, new=new, duplicates=duplicates, blocked=blocked)
@@ -292,8 +289,7 @@ class SourceState:
         return "moved"
 
     def spread(self, now: float, offset: float) -> None:
-        """At start, one of more sources of the same interval than workers, due already: due `offset`
-        seconds on instead (parser/sources/source_schedule.py), so that they do not all come due at once."""
+        """At start: due `offset` seconds on, so that the many sources of one interval do not come due at once."""
         self._saved.next_due = now + offset
 
     def rescheduled(self, now: float, interval: float) -> None:
@@ -302,15 +298,13 @@ class SourceState:
         self._saved.next_due = min(self._saved.next_due, now + interval)
 
     def scheduled_by_group(self, now: float, *, due_in: float, hold_left: float) -> None:
-        """SHARED = True: the group's times for it, which its table keeps as seconds from the database's
-        now (the machines' clocks disagree), on this daemon's clock: due `due_in` seconds from `now`,
-        and a Retry-After hold of `hold_left` seconds more (none when it is not above 0)."""
+        """SHARED: due `due_in`, held `hold_left` seconds from `now` (the group's table keeps its times relative)."""
         s = self._saved
         s.next_due = now + due_in
         s.not_before = now + hold_left if hold_left > 0 else 0.0
 
     def requested(self, now: float) -> None:
-        """An operator's `poll`: due now (a Retry-After hold, hold_left, is the caller's to refuse)."""
+        """An operator's `poll`: due now (a Retry-After hold, hold_left(), is the caller's to refuse)."""
         self._saved.next_due = now
 
     def reset(self, now: float) -> None:
