@@ -56,7 +56,7 @@ def test_a_source_is_due_again_after_done_at_the_time_its_state_says(tmp_path):
     assert schedule.due(clock.now) == []  # out until done
     for source in taken:
         state = schedule.state(source)
-        state.next_due = clock.now + source.interval
+        state.succeeded(clock.now, interval=source.interval, status=200)
         schedule.done(source, state)
     assert schedule.next_due() == clock.now + 60
     clock.now += 60
@@ -71,7 +71,7 @@ def test_state_json_is_written_in_batches_and_always_when_forced(tmp_path):
     schedule.load(feeds, lambda s: s.interval, spread=False)
     for source in schedule.due(clock.now):
         state = schedule.state(source)
-        state.etag = f'"{source.name}"'
+        state.answered(f'"{source.name}"', None, new=0)  # the poll's validators
         schedule.done(source, state)
         schedule.save()  # after every poll, as the daemon asks: only the first writes
     assert schedule.saves == 1

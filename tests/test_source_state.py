@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from parser.core.dates import iso
 from parser.core.record import RECORD_LAYOUT
-from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, load_state
+from parser.sources.state import GONE_EVERY, MAX_BACKOFF, RETRY_AFTER_MAX, SourceState, load_state, on_disk
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600.0
@@ -202,4 +202,4 @@ def test_validators_saved_under_an_older_record_layout_are_not_sent_after_an_upg
     assert (old.url, old.last_success) == ("https://a.example/feed", "2026-03-01T12:00:00Z")  # the rest is kept
     current = load_state({**saved_by_051, "layout": RECORD_LAYOUT})
     assert (current.etag, current.last_modified) == ('"v1"', "Sun, 01 Mar 2026 12:00:00 GMT")
-    assert vars(load_state(vars(current)))["layout"] == RECORD_LAYOUT
+    assert on_disk(load_state(on_disk(current)))["layout"] == RECORD_LAYOUT

@@ -128,7 +128,7 @@ class OutcomeTaker:
         if result.not_modified:
             self.sink.say(f"{source.name}: not modified")
             log.info("%s  304 not modified  %.2f s", source.name, outcome.seconds, extra=poll_fields(outcome, None))
-            state.last_outcome = "304"
+            state.not_modified()
         else:
             assert staged is not None, "an answer with a body has its records staged first"
             self._take_records(outcome, staged, state, now)
@@ -159,9 +159,8 @@ class OutcomeTaker:
                  parsed.kind,  # kind: what the body was found to be
                  extra=poll_fields(outcome, staged))
         self.stats.staged(state, now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
-        state.last_outcome = f"new {len(staged.new)}"
+        state.answered(result.etag, result.last_modified, new=len(staged.new))
         self.feed_info[source.name] = parsed.feed
-        state.etag, state.last_modified = result.etag, result.last_modified
         if result.future_last_modified:
             self._future_last_modified(source, result)
 
@@ -172,8 +171,7 @@ class OutcomeTaker:
         self.sink.say(f"{source.name}: error: {error}")
         if isinstance(exc, HostHeldError):  # not sent: the host's hold (a job's 429) is no failure of the source
             logs.error_line(source.name, state.address(), error)
-            state.last_outcome = f"held: {error}"
-            state.hold_for(now, exc.seconds)
+            state.held(now, exc.seconds, error=error)
             return
         marked = state.failed(now, interval=source.interval, dead_after=self.dead_after, error=error,
                               status=exc.status if exc is not None else None)
@@ -199,7 +197,7 @@ class OutcomeTaker:
         """A 301/308 seen on two polls in a row moves the source for good (SourceState.redirected); a
         feed found on the source's HTML page is polled from then on."""
         if parsed is not None and parsed.feed_url:
-            state.feed_url = parsed.feed_url
+            state.discovered(parsed.feed_url)
             log.info("%s  the address is an HTML page; it links to the feed %s, polled from now on", source.name,
                      redact_url(parsed.feed_url))
         # The request's auth param (json_api) is no part of the address: no token is kept in the state.

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.dates import iso
 from ..core.runinfo import RunInfo
 from ..sources.state import SourceState
 
@@ -58,8 +57,7 @@ class PollStats:
     def received(self, state: SourceState, now: float, *, new: int, duplicates: int, blocked: int) -> None:
         """Pushed entries (webhook, WebSub) through the uniqueness check: the source's counts, as a poll's;
         not the run's poll counters (no poll was made)."""
-        state.last_success = state.last_poll = iso(now)
-        state.staged(now, new=new, duplicates=duplicates, blocked=blocked)
+        state.received(now, new=new, duplicates=duplicates, blocked=blocked)
 
     # -- reading ---------------------------------------------------------------------------------
     def since_last(self) -> SinceLast:

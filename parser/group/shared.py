@@ -253,8 +253,8 @@ class SharedSchedule:
     # -- helpers ------------------------------------------------------------------------------------
     def _adopt(self, source: Source, shared: dict, hold_left: float, now: float) -> None:
         state = load_state(shared, url=source.url)
-        state.next_due = now  # claimed: due now, whatever this daemon's clock said
-        state.not_before = now + hold_left if hold_left > 0 else 0.0  # a Retry-After, for `poll`
+        # claimed: due now, whatever this daemon's clock said; a Retry-After kept, for `poll`
+        state.scheduled_by_group(now, due_in=0.0, hold_left=hold_left)
         self.states[source.name] = state
 
     def _unreachable(self, exc: StorageError) -> None:
@@ -281,8 +281,7 @@ def group_view(settings: Settings, now: float) -> tuple[dict[str, SourceState], 
         states = {}
         for name, shared, due_in, hold_left in coord.source_states():
             state = load_state(shared)
-            state.next_due = now + due_in
-            state.not_before = now + hold_left if hold_left > 0 else 0.0
+            state.scheduled_by_group(now, due_in=due_in, hold_left=hold_left)
             states[name] = state
         tables = JobTables(coord)
         links = {job.name: tables.link_counts(job.name) for job in settings.link_jobs}

@@ -57,7 +57,7 @@ class OperatorRequests:
             return
         else:
             log.info("%s  poll requested by the operator", source.name)
-            state.next_due = now
+            state.requested(now)
         self.schedule.poll_now(source)
         self.awaiting.setdefault(source.name, []).append(request)
         self._answer(request, ok=True, done=False, message=f"{request.verb} {source.name}: polling now")

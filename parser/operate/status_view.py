@@ -7,6 +7,7 @@ What daemon.json holds (the last flush, the counters) arrives as JSON and is typ
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
 
@@ -90,8 +91,8 @@ class SourceStatus:
     new_24h: int
     next_poll: str | None
     held_until: str | None
-    hourly: list[list[Any]]      # [hour, new, errors], oldest first (sources/state.py)
-    totals: dict[str, int]
+    hourly: Sequence[Sequence[Any]]  # [hour, new, errors], oldest first (sources/state.py)
+    totals: Mapping[str, int]
 
 
 @dataclass(frozen=True)

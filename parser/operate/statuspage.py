@@ -391,7 +391,7 @@ def _hour_index(now: float, hours: int) -> dict[str, int]:
     return {datetime.fromtimestamp(last - k * 3600, UTC).strftime("%Y-%m-%dT%H"): hours - 1 - k for k in range(hours)}
 
 
-def _hourly_series(hourly: list, index: dict[str, int]) -> list[tuple[int, int]]:
+def _hourly_series(hourly: Sequence[Sequence], index: dict[str, int]) -> list[tuple[int, int]]:
     """(new, errors) for each hour of `index`, oldest first, from a source's sparse [hour, new, errors]."""
     series = [(0, 0)] * len(index)
     for hour, new, errors in hourly:

@@ -124,7 +124,7 @@ class SourceSchedule(Generic[Src]):
             # A group no larger than the pool is polled at once without waiting for a worker;
             # spreading it would only put its first polls off.
             if spread and state.next_due <= now and same_interval[source.interval] > self.workers:
-                state.next_due = now + spread_offset(source.name, source.interval)
+                state.spread(now, spread_offset(source.name, source.interval))
             self._push(source.name, max(state.next_due, state.not_before))
 
     def _push(self, name: str, when: float) -> None:

@@ -19,7 +19,7 @@ import math
 import os
 import types
 import typing
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +41,8 @@ Redirect = typing.Literal["", "once", "moved"]
 
 
 @dataclass
-class SourceState:
+class _Saved:
+    """A source's state as state.json holds it, one key a field: SourceState's, written by its methods."""
     etag: str | None = None
     last_modified: str | None = None
     failures: int = 0          # failures in a row; reset by any success
@@ -72,21 +73,121 @@ class SourceState:
     hourly: list[list[typing.Any]] = field(default_factory=list)
     totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
 
+
+class SourceState:
+    """What the daemon remembers of one source (its fields: _Saved). Anyone reads them; only the
+    transitions below change them, each named for what happened, and, in this module, the reading of a
+    saved state (load_state, for_source) and pull_back at start. A write from elsewhere is a mypy error."""
+    __slots__ = ("_saved",)
+
+    def __init__(self, **saved: typing.Any) -> None:
+        """`saved`: fields by name (_Saved's), the rest at their defaults."""
+        self._saved = _Saved(**saved)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SourceState) and self._saved == other._saved
+
+    def __repr__(self) -> str:
+        return f"SourceState({self._saved!r})"
+
+    # -- read: each field of _Saved, read-only -------------------------------------------------------
+    @property
+    def etag(self) -> str | None:
+        return self._saved.etag
+
+    @property
+    def last_modified(self) -> str | None:
+        return self._saved.last_modified
+
+    @property
+    def failures(self) -> int:
+        return self._saved.failures
+
+    @property
+    def next_due(self) -> float:
+        return self._saved.next_due
+
+    @property
+    def not_before(self) -> float:
+        return self._saved.not_before
+
+    @property
+    def last_outcome(self) -> str:
+        return self._saved.last_outcome
+
+    @property
+    def delay(self) -> float:
+        return self._saved.delay
+
+    @property
+    def hold(self) -> float:
+        return self._saved.hold
+
+    @property
+    def url(self) -> str:
+        return self._saved.url
+
+    @property
+    def moved_to(self) -> str:
+        return self._saved.moved_to
+
+    @property
+    def redirect_seen(self) -> str:
+        return self._saved.redirect_seen
+
+    @property
+    def feed_url(self) -> str:
+        return self._saved.feed_url
+
+    @property
+    def was_feed(self) -> bool:
+        return self._saved.was_feed
+
+    @property
+    def layout(self) -> int:
+        return self._saved.layout
+
+    @property
+    def last_poll(self) -> str | None:
+        return self._saved.last_poll
+
+    @property
+    def last_success(self) -> str | None:
+        return self._saved.last_success
+
+    @property
+    def last_new(self) -> str | None:
+        return self._saved.last_new
+
+    @property
+    def last_status(self) -> int | None:
+        return self._saved.last_status
+
+    @property
+    def dead(self) -> bool:
+        return self._saved.dead
+
+    @property
+    def hourly(self) -> Sequence[Sequence[typing.Any]]:
+        return self._saved.hourly
+
+    @property
+    def totals(self) -> Mapping[str, int]:
+        return self._saved.totals
+
     def address(self) -> str:
         """Where the next poll goes."""
-        return self.feed_url or self.moved_to or self.url
+        s = self._saved
+        return s.feed_url or s.moved_to or s.url
 
     def may_discover(self) -> bool:
         """Whether an HTML page from the next poll may be searched for the feed it links to: only when
         the address has never served a feed (a discovered feed_url has, by being found)."""
-        return not (self.was_feed or self.feed_url)
+        return not (self._saved.was_feed or self._saved.feed_url)
 
-    def forget_discovery(self) -> None:
-        """An operator's `reset`: the configured address is asked again and may be searched anew. The
-        feed found on its page goes, with the validators that were that feed's."""
-        if self.feed_url:
-            self.feed_url, self.etag, self.last_modified = "", None, None
-        self.was_feed = False
+    def hold_left(self, now: float) -> float:
+        """Seconds until a Retry-After hold ends; 0 when none holds."""
+        return max(self._saved.not_before - now, 0.0)
 
     # -- transitions: what a poll's outcome or an operator's request does; `now` is the schedule clock's
     def failed(self, now: float, *, interval: float, dead_after: int, error: str,
@@ -96,45 +197,59 @@ class SourceState:
         least for a 410); from then on the source is dead and each failure doubles the wait, up to
         MAX_BACKOFF (or the interval when it is longer). Returns "dead" or "gone" (a 410) when this
         failure is the `dead_after`-th in a row, for the caller to say once; else None."""
-        self.last_poll = iso(now)
-        self.failures += 1
-        self.last_status = status
-        self.last_outcome = f"error: {error}"
+        s = self._saved
+        s.last_poll = iso(now)
+        s.failures += 1
+        s.last_status = status
+        s.last_outcome = f"error: {error}"
         delay, marked = interval, None
-        if self.failures >= dead_after:
-            self.dead = True
-            delay = min(interval * 2 ** (self.failures - dead_after + 1), max(MAX_BACKOFF, interval))
-            if self.failures == dead_after:
+        if s.failures >= dead_after:
+            s.dead = True
+            delay = min(interval * 2 ** (s.failures - dead_after + 1), max(MAX_BACKOFF, interval))
+            if s.failures == dead_after:
                 marked = "gone" if status == 410 else "dead"
         elif status == 410:
             delay = max(delay, GONE_EVERY)
-        self.next_due, self.delay = now + delay, delay
+        s.next_due, s.delay = now + delay, delay
         return marked
 
     def hold_for(self, now: float, retry_after: float) -> float:
         """A server's Retry-After: no poll before `now` plus it (at most RETRY_AFTER_MAX), even by
         --once or an operator's `poll`; the next poll is due no earlier. Returns the seconds held."""
+        s = self._saved
         wait = min(retry_after, RETRY_AFTER_MAX)
-        self.not_before, self.hold = now + wait, wait
-        self.next_due, self.delay = max(self.next_due, now + wait), max(self.delay, wait)
+        s.not_before, s.hold = now + wait, wait
+        s.next_due, s.delay = max(s.next_due, now + wait), max(s.delay, wait)
         return wait
 
-    def hold_left(self, now: float) -> float:
-        """Seconds until a Retry-After hold ends; 0 when none holds."""
-        return max(self.not_before - now, 0.0)
+    def held(self, now: float, seconds: float, *, error: str) -> float:
+        """A poll not sent, its host held (`error`: a job's 429): no failure; it waits as for a Retry-After."""
+        self._saved.last_outcome = f"held: {error}"
+        return self.hold_for(now, seconds)
 
     def succeeded(self, now: float, *, interval: float, status: int) -> int:
         """An answer (new entries, none, or a 304 to the validators): the failures in a row and the
         dead flag are cleared and the next poll is due after the interval. An answer from the
         source's own address (no discovered feed_url) shows that it serves a feed (was_feed).
         Returns the failures in a row this success ended."""
-        self.last_poll = self.last_success = iso(now)
-        self.last_status = status
-        if not self.feed_url:
-            self.was_feed = True
-        ended, self.failures, self.dead = self.failures, 0, False
-        self.next_due, self.delay = now + interval, interval
+        s = self._saved
+        s.last_poll = s.last_success = iso(now)
+        s.last_status = status
+        if not s.feed_url:
+            s.was_feed = True
+        ended, s.failures, s.dead = s.failures, 0, False
+        s.next_due, s.delay = now + interval, interval
         return ended
+
+    def answered(self, etag: str | None, last_modified: str | None, *, new: int) -> None:
+        """A body's records staged (`new` of them new): its validators kept for the next conditional GET."""
+        s = self._saved
+        s.etag, s.last_modified = etag, last_modified
+        s.last_outcome = f"new {new}"
+
+    def not_modified(self) -> None:
+        """A 304 to the validators: they still hold."""
+        self._saved.last_outcome = "304"
 
     def staged(self, now: float, *, new: int, duplicates: int, blocked: int = 0) -> None:
         """Entries of a poll or a push went through the uniqueness check: counted, and `new` of them
@@ -142,52 +257,87 @@ class SourceState:
         it by the source's keep/block rules (counted when there were any)."""
         self.count(now, new=new, duplicates=duplicates, **({"blocked": blocked} if blocked else {}))
         if new:
-            self.last_new = iso(now)
+            self._saved.last_new = iso(now)
+
+    def received(self, now: float, *, new: int, duplicates: int, blocked: int = 0) -> None:
+        """Pushed entries (webhook, WebSub) staged: heard from, as by an answer, and counted; its next poll unmoved."""
+        s = self._saved
+        s.last_success = s.last_poll = iso(now)
+        self.staged(now, new=new, duplicates=duplicates, blocked=blocked)
+
+    def discovered(self, feed_url: str) -> None:
+        """A feed found on the source's HTML page (its <link rel="alternate">): polled from now on."""
+        self._saved.feed_url = feed_url
 
     def redirected(self, target: str) -> Redirect:
         """This poll's permanent redirect (301/308), "" for none. One may be a server's mistake: the
         source moves for good only when two polls in a row are sent to the same `target` (its
         discovered feed moves when it has one, else `moved_to` is set). Returns "" (no redirect),
         "once" (noted, not followed yet) or "moved"."""
+        s = self._saved
         if not target:
-            self.redirect_seen = ""
+            s.redirect_seen = ""
             return ""
-        if self.redirect_seen != target:
-            self.redirect_seen = target
+        if s.redirect_seen != target:
+            s.redirect_seen = target
             return "once"
-        self.redirect_seen = ""
-        if self.feed_url:  # the redirect was the discovered feed's, not the page's
-            self.feed_url = target
+        s.redirect_seen = ""
+        if s.feed_url:  # the redirect was the discovered feed's, not the page's
+            s.feed_url = target
         else:
-            self.moved_to = target
+            s.moved_to = target
         return "moved"
+
+    def spread(self, now: float, offset: float) -> None:
+        """At start: due `offset` seconds on, so that the many sources of one interval do not come due at once."""
+        self._saved.next_due = now + offset
 
     def rescheduled(self, now: float, interval: float) -> None:
         """The source's interval changed (SIGHUP): a shorter one counts from now, not from the poll
         the old one planned."""
-        self.next_due = min(self.next_due, now + interval)
+        self._saved.next_due = min(self._saved.next_due, now + interval)
+
+    def scheduled_by_group(self, now: float, *, due_in: float, hold_left: float) -> None:
+        """SHARED: due `due_in`, held `hold_left` seconds from `now` (the group's table keeps its times relative)."""
+        s = self._saved
+        s.next_due = now + due_in
+        s.not_before = now + hold_left if hold_left > 0 else 0.0
+
+    def requested(self, now: float) -> None:
+        """An operator's `poll`: due now (a Retry-After hold, hold_left(), is the caller's to refuse)."""
+        self._saved.next_due = now
 
     def reset(self, now: float) -> None:
         """An operator's `reset`: failures, the dead flag and a Retry-After hold cleared, the feed
         found on the page forgotten (forget_discovery), and the next poll due now."""
-        self.failures, self.dead, self.not_before = 0, False, 0.0
+        s = self._saved
+        s.failures, s.dead, s.not_before = 0, False, 0.0
         self.forget_discovery()
-        self.next_due = now
+        s.next_due = now
+
+    def forget_discovery(self) -> None:
+        """An operator's `reset`: the configured address is asked again and may be searched anew. The
+        feed found on its page goes, with the validators that were that feed's."""
+        s = self._saved
+        if s.feed_url:
+            s.feed_url, s.etag, s.last_modified = "", None, None
+        s.was_feed = False
 
     def count(self, now: float, **amounts: int) -> None:
         """Add to the lifetime totals and to the hour of `now` (new and errors go to the history)."""
+        totals, hourly = self._saved.totals, self._saved.hourly
         for name, amount in amounts.items():
-            self.totals[name] = self.totals.get(name, 0) + amount
+            totals[name] = totals.get(name, 0) + amount
         new, errors = amounts.get("new", 0), amounts.get("errors", 0)
         if not (new or errors):
             return
         hour = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H")
-        if self.hourly and self.hourly[-1][0] == hour:
-            self.hourly[-1][1] += new
-            self.hourly[-1][2] += errors
+        if hourly and hourly[-1][0] == hour:
+            hourly[-1][1] += new
+            hourly[-1][2] += errors
         else:
-            self.hourly.append([hour, new, errors])
-            del self.hourly[:-HISTORY_HOURS]
+            hourly.append([hour, new, errors])
+            del hourly[:-HISTORY_HOURS]
 
 
 def open_states(path: Path) -> dict[str, SourceState]:
@@ -236,7 +386,7 @@ def load_state(data: dict[str, typing.Any], url: str = "", fixed: list[str] | No
     """One source's state as saved (state.json, or the shared table with SHARED = True); `url` for a
     state saved before its source had one. A field of the wrong type (a hand edit: `null` for a
     number) is reset to its default, and described in `fixed` when given."""
-    fields = SourceState.__dataclass_fields__
+    fields = _Saved.__dataclass_fields__
     kept = {}
     for key, value in data.items():
         if key not in fields:
@@ -247,15 +397,16 @@ def load_state(data: dict[str, typing.Any], url: str = "", fixed: list[str] | No
             fixed.append(f"{key} is {_shown(value)}, not {_kind(key)}: reset to "
                          f"{_shown(getattr(SourceState(), key))}, the rest of its state kept")
     state = SourceState(**kept)
-    state.url = state.url or url
+    saved = state._saved
+    saved.url = saved.url or url
     if kept.get("layout", 1) < RECORD_LAYOUT:
         # Saved by a version whose records had fewer columns: a 304 to its validators would leave the new
         # ones empty, so the first poll after the upgrade is unconditional (and restages what it stored).
-        state.etag = state.last_modified = None
-        state.layout = RECORD_LAYOUT
+        saved.etag = saved.last_modified = None
+        saved.layout = RECORD_LAYOUT
     if "was_feed" not in kept:  # saved without it (an older version, or a hand edit reset it): a success
         # at its own address was a feed
-        state.was_feed = bool(state.last_success) and not state.feed_url
+        saved.was_feed = bool(saved.last_success) and not saved.feed_url
     return state
 
 
@@ -265,7 +416,7 @@ def _types_of(hint: object) -> tuple[type, ...]:
     return tuple(typing.get_origin(o) or o for o in options)
 
 
-_TYPES = {name: _types_of(hint) for name, hint in typing.get_type_hints(SourceState).items()}
+_TYPES = {name: _types_of(hint) for name, hint in typing.get_type_hints(_Saved).items()}
 _KINDS = {float: "a number", int: "a whole number", str: "text", bool: "true or false", type(None): "null",
           list: "a list", dict: "an object"}
 _KIND_OF = {"hourly": "a list of [hour, new, errors]", "totals": "an object of counts"}
@@ -323,12 +474,12 @@ def pull_back(states: dict[str, SourceState], now: float, longest_delay: Mapping
         if delay and state.next_due > now + delay + SLACK:
             log.info("%s  next poll was due in %.0f s, beyond its %.0f s delay (the clock was set back):"
                      " pulled back", name, state.next_due - now, delay)
-            state.next_due = now + delay
+            state._saved.next_due = now + delay
         hold = state.hold or longest_delay.get(name, 0.0)
         if hold and state.not_before > now + hold + SLACK:
             log.info("%s  Retry-After hold ends in %.0f s, beyond its %.0f s (the clock was set back):"
                      " pulled back", name, state.not_before - now, hold)
-            state.not_before = now + hold
+            state._saved.not_before = now + hold
 
 
 def state_of(states: MutableMapping[str, SourceState], name: str, url: str) -> SourceState:
@@ -351,7 +502,7 @@ def _hidden(url: str) -> str:
 def on_disk(state: SourceState) -> dict[str, typing.Any]:
     """The state as state.json and the group's table hold it: its addresses with userinfo and
     secret-looking query values hidden, by the logs' rule (redact_url); for_source puts them back."""
-    saved = vars(state).copy()  # vars: asdict deep-copies
+    saved = vars(state._saved).copy()  # vars: asdict deep-copies
     for name in _ADDRESSES:
         saved[name] = _hidden(saved[name])
     return saved
@@ -366,9 +517,10 @@ def for_source(state: SourceState | None, url: str) -> SourceState | None:
         return state
     if not url or state.url != _hidden(url):
         return None
-    state.url = url
+    saved = state._saved
+    saved.url = url
     for name in _ADDRESSES[1:]:
-        value = getattr(state, name)
+        value = getattr(saved, name)
         if HIDDEN in value:
-            setattr(state, name, restore_secrets(value, url) or "")
+            setattr(saved, name, restore_secrets(value, url) or "")
     return state
