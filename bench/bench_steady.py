@@ -1,11 +1,18 @@
 """Steady state against newsboat: the same real feeds polled in rounds, ours and newsboat side by side.
 
     .venv/bin/python -m bench.bench_steady [--feeds 1000] [--rounds 4] [--concurrency 32] [--no-newsboat] [--phases]
+        [--server nginx|python]
 
 The feeds of bench/bench_once_real.py (the 200 bodies of ../shared/corpus/fastfeedparser/benchmark_data, each
-served feeds/200 times, on `--hosts` loopback addresses), each with an ETag and a Last-Modified, answered 304
-when a request carries either. One project folder (`run_daemon.py --once` each round: state.json keeps the
-validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCURRENCY) go through:
+served feeds/200 times, on `--hosts` loopback addresses), each with an ETag and a Last-Modified, answered 304 when
+a request carries either. They are served by nginx (bench/nginx_feeds.py: Debian's nginx-light, installed with
+apt-get when absent; a process of its own with one worker, its config and logs in a temp folder; each feed a static
+file, its validators from the file's mtime and size), which neither side is charged for. `--server python` serves
+them the old way, one threaded Python server a host inside this process (bench/loopback_feeds.py, also the fallback
+when nginx cannot be had, the reason printed): serving 215 MiB from Python threads takes CPU from the two cores
+both sides share, and more from ours, which uses both, than from newsboat, which uses about one. One project folder
+(`run_daemon.py --once` each round: state.json keeps the validators) and one newsboat cache (`newsboat -x reload`,
+reload-threads = CONCURRENCY) go through:
 1. first poll: everything new;
 2. all unchanged: every server answers 304 to a conditional request. newsboat sends conditional requests
    only from its third reload, so it reloads twice here (2, unconditional; 3, conditional) and its
@@ -14,12 +21,13 @@ validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCU
    validators: newsboat's reload 4;
 4. 100 % changed, 2 more new entries each: newsboat's reload 5.
 Between rounds only the bodies change. Per round and side: wall s, CPU s and peak RSS (and PSS) of the whole
-process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling,
-from the round's first request to its last), rows stored (ours: `items` in
-db/items.db; newsboat: `rss_item` in its cache.db) and the requests the servers saw (how many conditional);
-then ours/newsboat, and the goals set for this benchmark beside the figures. Who goes first alternates by round.
-`--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says otherwise (goal: <= 100 s,
-<= 300 MiB). `--phases` runs ours through bench/once_timed.py and prints where each round's time went.
+process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling, from
+the round's first request to its last), rows stored (ours: `items` in db/items.db; newsboat: `rss_item` in its
+cache.db), the requests the server saw (how many conditional, how many answered 304: its access log for nginx) and
+the server's CPU during the run; then ours/newsboat, and the goals set for this benchmark beside the figures. Who
+goes first alternates by round. `--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says
+otherwise (goal: <= 100 s, <= 300 MiB); under 200 takes the first bodies once each (a smoke run). `--phases` runs
+ours through bench/once_timed.py and prints where each round's time went.
 """
 from __future__ import annotations
 
