@@ -1,12 +1,13 @@
 """A running daemon's steady state: the CPU one cycle over the real feeds costs the daemon's process tree.
 
-    .venv/bin/python -m bench.bench_cycle [--feeds 1000] [--interval 30] [--changed 0.1]
+    .venv/bin/python -m bench.bench_cycle [--feeds 1000] [--interval 30] [--changed 0.1] [--server nginx|python]
 
 bench_steady runs `--once` a round, as newsboat's `-x reload` runs: each round pays the interpreter's start,
 the imports and the reading of the state, which a daemon pays once. Here one daemon (no `--once`) polls the
-feeds of bench_steady (same bodies, hosts, validators, CONCURRENCY 32) every `--interval` seconds, and the
-CPU of its process tree (utime + stime of the daemon and of every descendant, the parse processes
-included, read from /proc at the start and at the end of a cycle) is taken over:
+feeds of bench_steady (same bodies, hosts, validators, server: nginx or `--server python`, CONCURRENCY 32)
+every `--interval` seconds, and the CPU of its process tree (utime + stime of the daemon and of every
+descendant, the parse processes included, read from /proc at the start and at the end of a cycle) is taken
+over:
 1. a cycle where every feed answers 304 (after the first poll, not measured);
 2. a cycle where `--changed` of the feeds (the same sample as bench_steady's round 3) have 2 new entries.
 A cycle ends when every feed that answered the first poll has been polled again (its 304 or new line in

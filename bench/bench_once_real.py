@@ -1,6 +1,7 @@
 """A first `--once` over real feeds served on loopback, against newsboat's `-x reload` of the same URLs.
 
     .venv/bin/python -m bench.bench_once_real [--repeat 5] [--hosts 50] [--concurrency 32] [--no-newsboat]
+        [--server nginx|python]
 
 The 200 real feeds of ../shared/corpus/fastfeedparser/benchmark_data, each served `repeat` times
 under its own address (1,000 feeds by default), spread over `hosts` loopback addresses
