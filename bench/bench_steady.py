@@ -9,8 +9,8 @@ a request carries either. They are served by nginx (bench/nginx_feeds.py: Debian
 apt-get when absent; a process of its own with one worker, its config and logs in a temp folder; each feed a static
 file, its validators from the file's mtime and size), which neither side is charged for. `--server python` serves
 them the old way, one threaded Python server a host inside this process (bench/loopback_feeds.py, also the fallback
-when nginx cannot be had, the reason printed): serving 215 MiB from Python threads takes CPU from the two cores
-both sides share, and more from ours, which uses both, than from newsboat, which uses about one. One project folder
+when nginx cannot be had, the reason printed), whose serving of 215 MiB takes CPU from the two cores both sides
+share while they are measured (docs/benchmarks.md: how much). One project folder
 (`run_daemon.py --once` each round: state.json keeps the validators) and one newsboat cache (`newsboat -x reload`,
 reload-threads = CONCURRENCY) go through:
 1. first poll: everything new;
