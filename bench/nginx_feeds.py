@@ -27,7 +27,8 @@ EXTENSIONS = {"application/rss+xml": "rss", "application/atom+xml": "atom", "app
 # The temp folders of the modules nginx was built with, each made at its start (here, not under /var/lib).
 TEMP_PATHS = {"client_body": None, "proxy": "http_proxy", "fastcgi": "http_fastcgi", "uwsgi": "http_uwsgi",
               "scgi": "http_scgi"}
-LOG_FORMAT = "$msec|$status|$http_if_none_match|$http_if_modified_since"
+# $msec is when the answer was sent; less $request_time, when the request came (what tests/server.py records).
+LOG_FORMAT = "$msec|$request_time|$status|$http_if_none_match|$http_if_modified_since"
 STARTS = 3  # tries, each on another free port: another program may take the port between our look and nginx's
 _PR_SET_PDEATHSIG = 1
 
@@ -102,8 +103,9 @@ class NginxFeeds:
         self._log_read += len(complete)
         wall_to_monotonic = time.monotonic() - time.time()
         for line in complete.decode("ascii", "replace").splitlines():
-            msec, status, etag, since = line.split("|", 3)
-            self._requests.append(Request(float(msec) + wall_to_monotonic, bool(etag or since), status == "304"))
+            sent, took, status, etag, since = line.split("|", 4)
+            arrived = float(sent) - float(took) + wall_to_monotonic
+            self._requests.append(Request(arrived, bool(etag or since), status == "304"))
         return list(self._requests)
 
     def cpu(self) -> float:
