@@ -1,12 +1,13 @@
 """A running daemon's steady state: the CPU one cycle over the real feeds costs the daemon's process tree.
 
-    .venv/bin/python -m bench.bench_cycle [--feeds 1000] [--interval 30] [--changed 0.1]
+    .venv/bin/python -m bench.bench_cycle [--feeds 1000] [--interval 30] [--changed 0.1] [--server nginx|python]
 
 bench_steady runs `--once` a round, as newsboat's `-x reload` runs: each round pays the interpreter's start,
 the imports and the reading of the state, which a daemon pays once. Here one daemon (no `--once`) polls the
-feeds of bench_steady (same bodies, hosts, validators, CONCURRENCY 32) every `--interval` seconds, and the
-CPU of its process tree (utime + stime of the daemon and of every descendant, the parse processes
-included, read from /proc at the start and at the end of a cycle) is taken over:
+feeds of bench_steady (same bodies, hosts, validators, server: nginx or `--server python`, CONCURRENCY 32)
+every `--interval` seconds, and the CPU of its process tree (utime + stime of the daemon and of every
+descendant, the parse processes included, read from /proc at the start and at the end of a cycle) is taken
+over:
 1. a cycle where every feed answers 304 (after the first poll, not measured);
 2. a cycle where `--changed` of the feeds (the same sample as bench_steady's round 3) have 2 new entries.
 A cycle ends when every feed that answered the first poll has been polled again (its 304 or new line in
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.bench_once_real import DATA, ROOT, serve, write_params
+from bench.bench_once_real import DATA, ROOT, SERVERS, serve, write_params
 from bench.bench_steady import ServedFeeds
 from bench.tree_usage import tree_cpu
 
@@ -72,13 +73,15 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=30.0, help="POLL_INTERVAL, seconds")
     ap.add_argument("--changed", type=float, default=0.10, help="share of the feeds changed in cycle 3")
     ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--server", choices=SERVERS, default="nginx", help="what serves the feeds (bench_steady's)")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent (set PARSER_CORPUS)")
         return
     bodies = [p.read_bytes() for p in sorted(DATA.iterdir()) if p.is_file()]
-    servers, urls = serve(bodies, args.feeds // len(bodies), args.hosts)
-    feeds = ServedFeeds(servers, urls)
+    server = serve(bodies, args.feeds // len(bodies), args.hosts, args.server)
+    urls = server.urls
+    feeds = ServedFeeds(server)
     with tempfile.TemporaryDirectory() as folder:
         params = write_params(Path(folder), urls, 32)
         with open(params, "a", encoding="utf-8") as f:
@@ -102,15 +105,15 @@ def main() -> None:
                     wait(lambda f=flushes: flushed(log) > f, f"cycle {cycle}'s flush", proc, limit)
                 time.sleep(FLUSH_EVERY + 1)  # a flush turn after the last poll, with or without rows
                 cpu, seconds = tree_cpu(proc.pid) - before, time.monotonic() - started
-                requests, conditional = feeds.requests_since_last()
+                requests, conditional, _ = feeds.requests_since_last()
                 rows.append((cycle, changed, cpu, seconds, requests, conditional))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
-            for server in servers:
-                server.stop()
+            server.stop()
     print(f"a running daemon, {len(urls)} real feeds on {args.hosts} loopback hosts ({len(names)} answering), "
-          f"POLL_INTERVAL {args.interval:g} s, FLUSH_INTERVAL {FLUSH_EVERY} s, CONCURRENCY 32")
+          f"POLL_INTERVAL {args.interval:g} s, FLUSH_INTERVAL {FLUSH_EVERY} s, CONCURRENCY 32; "
+          f"served by {server.describe()}")
     print("  cycle  changed  CPU s  wall s  requests  conditional  ms per poll  ms per changed feed")
     for cycle, changed, cpu, seconds, requests, conditional in rows:
         per_changed = f"{cpu * 1000 / changed:.1f}" if changed else "-"

@@ -1,11 +1,14 @@
 """A first `--once` over real feeds served on loopback, against newsboat's `-x reload` of the same URLs.
 
     .venv/bin/python -m bench.bench_once_real [--repeat 5] [--hosts 50] [--concurrency 32] [--no-newsboat]
+        [--server nginx|python]
 
 The 200 real feeds of ../shared/corpus/fastfeedparser/benchmark_data, each served `repeat` times
 under its own address (1,000 feeds by default), spread over `hosts` loopback addresses
-(127.0.0.1 .. 127.0.0.50, one small threaded HTTP server each: every address is loopback on Linux).
-In the same run, against the same servers:
+(127.0.0.1 .. 127.0.0.50: every address is loopback on Linux), served by nginx in a process of its own
+(bench/nginx_feeds.py, installed with apt-get when absent), or with `--server python` the old way, one
+threaded Python server a host inside the bench process (bench/loopback_feeds.py), which takes CPU from the
+cores both sides share. In the same run, against the same server:
 - ours: `run_daemon.py --once` (through bench/once_timed.py, which only adds clocks) in a fresh
   project folder: params.py written here, SQLite database, default settings but CONCURRENCY;
 - newsboat: `newsboat -x reload` with a urls file and a temporary config and cache
@@ -31,7 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.server import LoopbackServer
+from bench.feed_server import FeedServer
+from bench.loopback_feeds import LoopbackFeeds
+from bench.nginx_feeds import NginxFeeds, NginxStartError, find_nginx
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("PARSER_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -39,24 +44,22 @@ DATA = CORPUS / "fastfeedparser" / "benchmark_data"
 GOAL_MIB = 300
 
 
-def serve(bodies: list[bytes], repeat: int, hosts: int) -> tuple[list[LoopbackServer], list[str]]:
-    """One server per loopback address; feed n is body n % len(bodies), on host n % hosts."""
-    servers = [LoopbackServer(host=f"127.0.0.{h + 1}").start() for h in range(hosts)]
-    urls = []
-    for n in range(len(bodies) * repeat):
-        server = servers[n % hosts]
-        body = bodies[n % len(bodies)]
-        server.route(f"/feed{n}.xml", body=body, content_type=_content_type(body))
-        urls.append(server.url(f"/feed{n}.xml"))
-    return servers, urls
+SERVERS = ("nginx", "python")
 
 
-def _content_type(body: bytes) -> str:
-    """What a server would say: JSON Feed as JSON (one benchmark feed is), Atom and RSS as themselves."""
-    head = body[:2048].lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"{"):
-        return "application/feed+json"
-    return "application/atom+xml" if b"<feed" in head else "application/rss+xml"
+def serve(bodies: list[bytes], repeat: int, hosts: int, server: str = "nginx") -> FeedServer:
+    """Feed n is body n % len(bodies) at /feed{n}.xml on loopback host n % hosts, each with an ETag and a
+    Last-Modified, served by nginx or ("python") by one Python thread server per host; when nginx cannot be
+    had or started, by Python, the reason printed."""
+    if server == "nginx":
+        binary = find_nginx()
+        if binary:
+            try:
+                return NginxFeeds(binary, bodies, repeat, hosts)
+            except (NginxStartError, OSError) as exc:
+                print(f"nginx could not serve the feeds ({exc})")
+        print("serving from Python threads instead (--server python)", flush=True)
+    return LoopbackFeeds(bodies, repeat, hosts)
 
 
 def timed_run(command: list[str], **kwargs) -> tuple[float, int, float]:
@@ -180,16 +183,18 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--no-newsboat", action="store_true")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each, best time kept (the machine is shared)")
+    ap.add_argument("--server", choices=SERVERS, default="nginx", help="what serves the feeds")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent (set PARSER_CORPUS)")
         return
     bodies = [p.read_bytes() for p in sorted(DATA.iterdir()) if p.is_file()]
     binary = None if args.no_newsboat else newsboat()
-    servers, urls = serve(bodies, args.repeat, args.hosts)
+    server = serve(bodies, args.repeat, args.hosts, args.server)
+    urls = server.urls
     print(f"first --once over {len(urls)} real feeds ({len(bodies)} bodies x {args.repeat}, "
           f"{sum(map(len, bodies)) * args.repeat / (1 << 20):.0f} MiB) on {args.hosts} loopback hosts, "
-          f"CONCURRENCY {args.concurrency}", flush=True)
+          f"CONCURRENCY {args.concurrency}; served by {server.describe()}", flush=True)
     ours_runs, boat_runs = [], []
     try:
         for round_ in range(args.rounds):
@@ -203,8 +208,7 @@ def main() -> None:
                 for step in steps if round_ % 2 == 0 else steps[::-1]:
                     step()
     finally:
-        for server in servers:
-            server.stop()
+        server.stop()
     ours = _best(ours_runs)
     boat = _best(boat_runs) if boat_runs else None
     phases(ours)

@@ -1,11 +1,18 @@
 """Steady state against newsboat: the same real feeds polled in rounds, ours and newsboat side by side.
 
     .venv/bin/python -m bench.bench_steady [--feeds 1000] [--rounds 4] [--concurrency 32] [--no-newsboat] [--phases]
+        [--server nginx|python]
 
 The feeds of bench/bench_once_real.py (the 200 bodies of ../shared/corpus/fastfeedparser/benchmark_data, each
-served feeds/200 times, on `--hosts` loopback addresses), each with an ETag and a Last-Modified, answered 304
-when a request carries either. One project folder (`run_daemon.py --once` each round: state.json keeps the
-validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCURRENCY) go through:
+served feeds/200 times, on `--hosts` loopback addresses), each with an ETag and a Last-Modified, answered 304 when
+a request carries either. They are served by nginx (bench/nginx_feeds.py: Debian's nginx-light, installed with
+apt-get when absent; a process of its own with one worker, its config and logs in a temp folder; each feed a static
+file, its validators from the file's mtime and size), which neither side is charged for. `--server python` serves
+them the old way, one threaded Python server a host inside this process (bench/loopback_feeds.py, also the fallback
+when nginx cannot be had, the reason printed), whose serving of 215 MiB takes CPU from the two cores both sides
+share while they are measured (docs/benchmarks.md: how much). One project folder
+(`run_daemon.py --once` each round: state.json keeps the validators) and one newsboat cache (`newsboat -x reload`,
+reload-threads = CONCURRENCY) go through:
 1. first poll: everything new;
 2. all unchanged: every server answers 304 to a conditional request. newsboat sends conditional requests
    only from its third reload, so it reloads twice here (2, unconditional; 3, conditional) and its
@@ -14,12 +21,13 @@ validators) and one newsboat cache (`newsboat -x reload`, reload-threads = CONCU
    validators: newsboat's reload 4;
 4. 100 % changed, 2 more new entries each: newsboat's reload 5.
 Between rounds only the bodies change. Per round and side: wall s, CPU s and peak RSS (and PSS) of the whole
-process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling,
-from the round's first request to its last), rows stored (ours: `items` in
-db/items.db; newsboat: `rss_item` in its cache.db) and the requests the servers saw (how many conditional);
-then ours/newsboat, and the goals set for this benchmark beside the figures. Who goes first alternates by round.
-`--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says otherwise (goal: <= 100 s,
-<= 300 MiB). `--phases` runs ours through bench/once_timed.py and prints where each round's time went.
+process tree (bench/tree_usage.py), CPU ms per changed feed, cores busy on average (ours: also while polling, from
+the round's first request to its last), rows stored (ours: `items` in db/items.db; newsboat: `rss_item` in its
+cache.db), the requests the server saw (how many conditional, how many answered 304: its access log for nginx) and
+the server's CPU during the run; then ours/newsboat, and the goals set for this benchmark beside the figures. Who
+goes first alternates by round. `--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says
+otherwise (goal: <= 100 s, <= 300 MiB); under 200 takes the first bodies once each (a smoke run). `--phases` runs
+ours through bench/once_timed.py and prints where each round's time went.
 """
 from __future__ import annotations
 
@@ -34,14 +42,22 @@ import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import formatdate
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from bench.bench_once_real import DATA, ROOT, count_rows, newsboat, newsboat_reload, phases, serve, write_params
+from bench.bench_once_real import (
+    DATA,
+    ROOT,
+    SERVERS,
+    count_rows,
+    newsboat,
+    newsboat_reload,
+    phases,
+    serve,
+    write_params,
+)
 from bench.feed_edits import with_new_entries
+from bench.feed_server import FeedServer
 from bench.tree_usage import TreeUsage, measure
-from tests.server import LoopbackServer, Route
 
 ROUNDS = {1: "first poll", 2: "all unchanged", 3: "10 % changed", 4: "100 % changed"}
 SHARE_CHANGED = {3: 0.10, 4: 1.0}  # the rounds that change feeds, and how many of them
@@ -61,63 +77,49 @@ class Run:
     new_rows: int
     requests: int
     conditional: int
+    not_modified: int   # requests answered 304
+    server_cpu: float   # CPU s the server spent during the run
     timings: dict | None = None
     polling_cores: float | None = None  # cores busy from the round's first request to its last
 
 
 class ServedFeeds:
-    """The routes serving the feeds, each given validators; `change` puts new entries at the top of some."""
+    """The served feeds (each with its validators); `change` puts new entries at the top of some."""
 
-    def __init__(self, servers: list[LoopbackServer], urls: list[str]):
-        by_address = {(s.host, s.port): s for s in servers}
-        self.servers = servers
-        self.routes: list[Route] = []
-        for url in urls:
-            parts = urlsplit(url)
-            self.routes.append(by_address[(parts.hostname, parts.port)].routes[parts.path])
-        for n, route in enumerate(self.routes):
-            _new_version(route, f"v0-{n}", time.time())
-        self._seen = [0] * len(servers)  # requests of each server already counted
+    def __init__(self, server: FeedServer):
+        self.server = server
+        self._counted = 0  # requests already counted
+        self._cpu = server.cpu()
 
     def change(self, share: float, round_: int) -> tuple[int, int]:
         """New entries in `share` of the feeds (a fixed sample). (feeds changed, feeds that could not be)."""
-        count = round(len(self.routes) * share)
-        chosen = sorted(random.Random(20).sample(range(len(self.routes)), count))
+        count = round(len(self.server.urls) * share)
+        chosen = sorted(random.Random(20).sample(range(len(self.server.urls)), count))
         now, failed = datetime.now(UTC), 0
         for n in chosen:
-            route = self.routes[n]
             try:
-                route.body = with_new_entries(route.body, f"r{round_}-f{n}", now)
+                body = with_new_entries(self.server.body(n), f"r{round_}-f{n}", now)
             except ValueError:
                 failed += 1
                 continue
-            _new_version(route, f"r{round_}-f{n}", now.timestamp())
+            self.server.replace(n, body)
         return count - failed, failed
 
     def request_span(self, since: float) -> tuple[float, float] | None:
-        """(first, last) time.monotonic() of the requests the servers saw after `since`: the polling."""
-        times = [t for server in self.servers for t, _ in list(server.times) if t >= since]
+        """(first, last) time.monotonic() of the requests the server saw after `since`: the polling."""
+        times = [r.arrived for r in self.server.requests()[self._counted:] if r.arrived >= since]
         return (min(times), max(times)) if times else None
 
-    def requests_since_last(self) -> tuple[int, int]:
-        """(requests, conditional ones) the servers saw since the last call."""
-        total = conditional = 0
-        for n, server in enumerate(self.servers):
-            recent = server.requests[self._seen[n]:]
-            self._seen[n] += len(recent)
-            total += len(recent)
-            conditional += sum(1 for _, headers in recent if _conditional(headers))
-        return total, conditional
+    def requests_since_last(self) -> tuple[int, int, int]:
+        """(requests, conditional ones, ones answered 304) the server saw since the last call."""
+        recent = self.server.requests()[self._counted:]
+        self._counted += len(recent)
+        return len(recent), sum(r.conditional for r in recent), sum(r.not_modified for r in recent)
 
-
-def _conditional(headers: dict[str, str]) -> bool:
-    names = {k.lower() for k in headers}
-    return "if-none-match" in names or "if-modified-since" in names
-
-
-def _new_version(route: Route, tag: str, when: float) -> None:
-    route.etag = f'"{tag}"'
-    route.last_modified = formatdate(when, usegmt=True)
+    def cpu_since_last(self) -> float:
+        """CPU s the server spent since the last call."""
+        before, self._cpu = self._cpu, self.server.cpu()
+        return self._cpu - before
 
 
 class Sides:
@@ -135,7 +137,8 @@ class Sides:
         command = [sys.executable, "-m", "bench.once_timed", str(timings)] if self.phases \
             else [sys.executable, "run_daemon.py"]
         started = time.monotonic()
-        usage = measure(command + ["--params", str(self.params), "--once"], cwd=ROOT)
+        self.feeds.cpu_since_last()
+        usage = measure(command + ["--params", str(self.params), "--once"], spare=self.feeds.server.pids, cwd=ROOT)
         span = self.feeds.request_span(started)
         run = self._record("ours", f"--once {round_}", usage, self.ours_dir / "db" / "items.db", "items",
                            json.loads(timings.read_text()) if self.phases and timings.exists() else None)
@@ -144,14 +147,17 @@ class Sides:
 
     def newsboat(self, reload: int) -> Run:
         command, env = self.boat
-        return self._record("newsboat", f"reload {reload}", measure(command, env=env),
+        self.feeds.cpu_since_last()
+        return self._record("newsboat", f"reload {reload}", measure(command, spare=self.feeds.server.pids, env=env),
                             self.boat_dir / "cache.db", "rss_item")
 
     def _record(self, side: str, label: str, usage: TreeUsage, db: Path, table: str,
                 timings: dict | None = None) -> Run:
         stored = count_rows(db, table)
-        requests, conditional = self.feeds.requests_since_last()
-        run = Run(side, label, usage, stored, stored - self.rows[side], requests, conditional, timings)
+        server_cpu = self.feeds.cpu_since_last()
+        requests, conditional, not_modified = self.feeds.requests_since_last()
+        run = Run(side, label, usage, stored, stored - self.rows[side], requests, conditional, not_modified,
+                  server_cpu, timings)
         self.rows[side] = stored
         return run
 
@@ -177,13 +183,14 @@ def print_round(round_: int, changed: int, failed: int, runs: list[Run]) -> None
     said = f" ({changed} feeds, 2 new entries each; {failed} could not be edited)" if round_ in SHARE_CHANGED else ""
     print(f"\nround {round_}: {ROUNDS[round_]}{said}")
     print(f"  {'side':9} {'run':9} {'exit':>4} {'wall s':>7} {'CPU s':>7} {'ms/changed':>10} {'cores':>5} "
-          f"{'RSS MiB':>7} {'PSS MiB':>7} {'rows':>7} {'+rows':>7} {'requests':>8} {'conditional':>11}")
+          f"{'RSS MiB':>7} {'PSS MiB':>7} {'rows':>7} {'+rows':>7} {'requests':>8} {'conditional':>11} {'304':>5} "
+          f"{'server CPU s':>12}")
     for run in runs:
         u = run.usage
         per_changed = f"{u.cpu * 1000 / changed:10.1f}" if changed else f"{'-':>10}"
         print(f"  {run.side:9} {run.label:9} {u.code:4d} {u.seconds:7.2f} {u.cpu:7.2f} {per_changed} {u.cores:5.2f} "
               f"{u.peak_mib:7.0f} {u.peak_pss_mib:7.0f} {run.rows:7d} {run.new_rows:+7d} {run.requests:8d} "
-              f"{run.conditional:11d}")
+              f"{run.conditional:11d} {run.not_modified:5d} {run.server_cpu:12.2f}")
         if u.code and u.said:
             print(f"    ({run.side} said: {u.said})")
         if u.orphans_killed:
@@ -253,20 +260,25 @@ def _ratio(ours: Run, boat: Run, measure_name: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--feeds", type=int, default=1000, help="a multiple of the 200 bodies (10000: the large goal)")
+    ap.add_argument("--feeds", type=int, default=1000,
+                    help="a multiple of the 200 bodies (10000: the large goal); under 200: the first bodies")
     ap.add_argument("--rounds", type=int, choices=range(1, 5), default=None,
                     help="rounds to run, in order (default 4; 1 when --feeds is over 1000)")
     ap.add_argument("--hosts", type=int, default=50)
     ap.add_argument("--concurrency", type=int, default=32, help="ours' CONCURRENCY and newsboat's reload-threads")
     ap.add_argument("--no-newsboat", action="store_true")
     ap.add_argument("--phases", action="store_true", help="run ours through bench/once_timed.py: where time went")
+    ap.add_argument("--server", choices=SERVERS, default="nginx",
+                    help="what serves the feeds: nginx, a process of its own; python, threads of this one")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"skipped: {DATA} is absent (set PARSER_CORPUS)")
         return
     bodies = [p.read_bytes() for p in sorted(DATA.iterdir()) if p.is_file()]
-    if args.feeds <= 0 or args.feeds % len(bodies):
-        ap.error(f"--feeds must be a positive multiple of the {len(bodies)} bodies, got {args.feeds}")
+    if 0 < args.feeds < len(bodies):
+        bodies = bodies[:args.feeds]  # a smoke run: the first bodies, once each
+    elif args.feeds <= 0 or args.feeds % len(bodies):
+        ap.error(f"--feeds must be under {len(bodies)} or a multiple of the {len(bodies)} bodies, got {args.feeds}")
     if args.rounds is None:
         args.rounds = 4 if args.feeds <= 1000 else 1
     binary = None if args.no_newsboat else newsboat()
@@ -274,19 +286,20 @@ def main() -> None:
     # PYTHONDONTWRITEBYTECODE is set (this workplace sets it), each round would compile them again.
     compileall.compile_dir(ROOT, quiet=1, rx=re.compile(r"/(\.venv|tests|\.git)/"))
     repeat = args.feeds // len(bodies)
-    servers, urls = serve(bodies, repeat, args.hosts)
+    server = serve(bodies, repeat, args.hosts, args.server)
+    urls = server.urls
     print(f"steady state over {len(urls)} real feeds ({len(bodies)} bodies x {repeat}, "
           f"{sum(map(len, bodies)) * repeat / (1 << 20):.0f} MiB) on {args.hosts} loopback hosts, "
           f"CONCURRENCY {args.concurrency}, {args.rounds} round(s); "
-          f"newsboat {'skipped' if binary is None else binary}; load average {_load()}", flush=True)
+          f"newsboat {'skipped' if binary is None else binary}; load average {_load()}\n"
+          f"served by {server.describe()}", flush=True)
     try:
         with tempfile.TemporaryDirectory() as ours_dir, tempfile.TemporaryDirectory() as boat_dir:
-            feeds = ServedFeeds(servers, urls)
+            feeds = ServedFeeds(server)
             sides = Sides(args, feeds, urls, binary, Path(ours_dir), Path(boat_dir))
             results = poll_rounds(args.rounds, feeds, sides)
     finally:
-        for server in servers:
-            server.stop()
+        server.stop()
     print_goals(results, args.feeds)
     print(f"  load average at the end {_load()} (other work on this machine slows both sides alike: "
           f"read the ratios)")

@@ -12,6 +12,8 @@ summed over the tree. Linux only (/proc, prctl).
   (each shared page divided among the processes that map it) is measured beside it: what the tree really
   holds. One sample walks /proc (about 2 ms of one core for 100 processes) and reads each of the tree's
   /proc/PID/smaps_rollup.
+- Spared: processes of the bench's own that run beside the child (the nginx serving the feeds), passed by pid:
+  they and their descendants are neither counted, nor waited for, nor killed.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 SAMPLE_EVERY = 0.05
@@ -58,11 +61,12 @@ class TreeUsage:
         return (c1 - c0) / (t1 - t0)
 
 
-def measure(command: list[str], **popen_kwargs) -> TreeUsage:
-    """Run `command` to its end (stdout discarded, stderr kept in a file: a full pipe would stop it)."""
+def measure(command: list[str], spare: Collection[int] = (), **popen_kwargs) -> TreeUsage:
+    """Run `command` to its end (stdout discarded, stderr kept in a file: a full pipe would stop it). `spare`:
+    pids of our processes running beside it (a server it talks to), left out with their descendants."""
     _become_subreaper()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    sampler = _PeakSampler()
+    sampler = _PeakSampler(spare)
     sampler.start()
     started = time.perf_counter()
     with tempfile.TemporaryFile() as said:
@@ -70,7 +74,7 @@ def measure(command: list[str], **popen_kwargs) -> TreeUsage:
         _, status, _ = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
-        killed = _reap_orphans()
+        killed = _reap_orphans(spare)
         sampler.finish()
         said.seek(0)
         stderr = said.read().decode("utf-8", "replace").strip() if proc.returncode else ""
@@ -109,10 +113,11 @@ def _scan() -> dict[int, tuple[int, float]]:
     return processes
 
 
-def _tree(processes: dict[int, tuple[int, float]], root: int) -> list[int]:
+def _tree(processes: dict[int, tuple[int, float]], root: int, spare: Collection[int] = ()) -> list[int]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in processes.items():
-        children.setdefault(ppid, []).append(pid)
+        if pid not in spare:
+            children.setdefault(ppid, []).append(pid)
     found, todo = [], [root]
     while todo:
         below = children.get(todo.pop(), [])
@@ -139,8 +144,9 @@ def _memory_kib(pid: int) -> tuple[int, int]:
 class _PeakSampler(threading.Thread):
     """The largest sums of RSS and of PSS over this process's descendants (the bench itself not counted)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spare: Collection[int] = ()) -> None:
         super().__init__(daemon=True)
+        self.spare = spare
         self.peak_rss_kib = self.peak_pss_kib = 0
         self.cpu_series: list[tuple[float, float]] = []
         self._done = threading.Event()
@@ -149,7 +155,7 @@ class _PeakSampler(threading.Thread):
         me = os.getpid()
         while True:
             processes = _scan()  # one walk of /proc: the tree and its CPU
-            tree = _tree(processes, me)
+            tree = _tree(processes, me, self.spare)
             self.cpu_series.append((time.monotonic(), sum(processes[pid][1] for pid in tree)))
             sizes = [_memory_kib(pid) for pid in tree]
             self.peak_rss_kib = max(self.peak_rss_kib, sum(rss for rss, _ in sizes))
@@ -169,8 +175,9 @@ def _become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed: the tree's CPU cannot be counted")
 
 
-def _reap_orphans() -> int:
-    """Reap what the child left behind; kill (by pid) what is still running after ORPHANS_GRACE. How many killed."""
+def _reap_orphans(spare: Collection[int] = ()) -> int:
+    """Reap what the child left behind; kill (by pid) what is still running after ORPHANS_GRACE. How many killed.
+    The spared processes are neither waited for nor killed."""
     deadline, killed = time.monotonic() + ORPHANS_GRACE, 0
     while True:
         try:
@@ -179,8 +186,11 @@ def _reap_orphans() -> int:
             return killed
         if pid:
             continue
+        left = _tree(_scan(), os.getpid(), spare)
+        if not left:
+            return killed
         if time.monotonic() > deadline:
-            for pid in descendants(os.getpid()):
+            for pid in left:
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed += 1

@@ -115,3 +115,30 @@ def test_cores_busy_over_a_span_of_the_run(tmp_path):
     (asleep, asleep_for), (busy, busy_for) = spans["asleep"], spans["busy"]
     assert asleep is not None and asleep * asleep_for < 0.1  # CPU s spent while it slept
     assert busy is not None and busy * busy_for > 0.3  # of the 0.5 CPU s it spent, whatever the load
+
+
+# A server the bench started beside the measured child (as bench_steady starts nginx): 64 MiB held, alive
+# throughout. Then a child that ends at once is measured with the server spared.
+_SPARES_A_SERVER = """
+import json, subprocess, sys, time
+from bench.tree_usage import measure
+server = subprocess.Popen([sys.executable, "-c", "held = bytearray(64 << 20); held[::4096] = b'x' * len(held[::4096]);"
+                           "import sys; print(flush=True); sys.stdin.read()"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE)
+server.stdout.readline()  # its memory is held
+started = time.monotonic()
+usage = measure([sys.executable, "-c", "pass"], spare=[server.pid])
+print(json.dumps({"peak": usage.peak_mib, "killed": usage.orphans_killed, "seconds": time.monotonic() - started,
+                  "alive": server.poll() is None}))
+server.stdin.close()
+server.wait()
+"""
+
+
+def test_a_spared_server_beside_the_child_is_neither_counted_nor_waited_for():
+    said = subprocess.run([sys.executable, "-c", _SPARES_A_SERVER], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=True)
+    usage = json.loads(said.stdout)
+    assert usage["alive"] and usage["killed"] == 0
+    assert usage["peak"] < 64                 # the server's memory is not the child's
+    assert usage["seconds"] < 20              # not held for ORPHANS_GRACE (30 s) waiting for it to end
