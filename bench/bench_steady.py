@@ -27,7 +27,8 @@ cache.db), the requests the server saw (how many conditional, how many answered 
 the server's CPU during the run; then ours/newsboat, and the goals set for this benchmark beside the figures. Who
 goes first alternates by round. `--feeds 10000` (200 bodies x 50) runs the first poll only unless --rounds says
 otherwise (goal: <= 100 s, <= 300 MiB); under 200 takes the first bodies once each (a smoke run). `--phases` runs
-ours through bench/once_timed.py and prints where each round's time went.
+ours through bench/once_timed.py and prints where each round's time went, and
+where its memory was: each kind of process's peak PSS, and every process at the tree's peak.
 """
 from __future__ import annotations
 
@@ -199,6 +200,7 @@ def print_round(round_: int, changed: int, failed: int, runs: list[Run]) -> None
             print(f"    ({run.side}: {run.polling_cores:.2f} cores busy while polling, first request to last)")
         if run.timings:
             phases({"timings": run.timings, "seconds": u.seconds})
+            print("\n".join(f"    {line}" for line in u.describe()))
     ours, boat = _compared(runs)
     if ours and boat:
         print(f"  ours/newsboat (newsboat's {boat.label}): wall {_ratio(ours, boat, 'seconds'):.2f}x, "

@@ -14,6 +14,9 @@ summed over the tree. Linux only (/proc, prctl).
   /proc/PID/smaps_rollup.
 - Spared: processes of the bench's own that run beside the child (the nginx serving the feeds), passed by pid:
   they and their descendants are neither counted, nor waited for, nor killed.
+- Per process (TreeUsage.processes): each role's peak (the child itself "main", the multiprocessing
+  forkserver and resource tracker, the forkserver's children "parse", anything else "other"), and each
+  process's PSS split (anonymous, file-backed, shared) at the sample where the tree's PSS peaked.
 """
 from __future__ import annotations
 
@@ -26,12 +29,25 @@ import tempfile
 import threading
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SAMPLE_EVERY = 0.05
 ORPHANS_GRACE = 30.0  # seconds the processes left behind by the child get to end on their own
 _PR_SET_CHILD_SUBREAPER = 36
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """One process's memory at one sample, KiB (smaps_rollup): PSS split into its anonymous and file-backed
+    parts; `shared` the resident pages another process maps too (Shared_Clean + Shared_Dirty)."""
+    role: str
+    pid: int
+    rss: int = 0
+    pss: int = 0
+    pss_anon: int = 0
+    pss_file: int = 0
+    shared: int = 0
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,19 @@ class TreeUsage:
     orphans_killed: int  # descendants still alive ORPHANS_GRACE after the child ended
     said: str           # the tail of its stderr when it failed
     cpu_series: tuple[tuple[float, float], ...] = ()  # (time.monotonic(), CPU s of the live tree) per sample
+    # Each process at the sample where the tree's PSS peaked, and each role's largest PSS sum (KiB) at one sample
+    at_peak: tuple[ProcessMemory, ...] = ()
+    role_peaks: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> list[str]:
+        """Lines: each role's peak PSS, then every process at the tree's peak (MiB)."""
+        peaks = ", ".join(f"{role} {kib / 1024:.0f}" for role, kib in sorted(self.role_peaks.items()))
+        lines = [f"peak PSS per role, MiB (each at its own peak): {peaks}",
+                 "at the tree's peak PSS, MiB: role pid RSS PSS (anon file) shared"]
+        for p in sorted(self.at_peak, key=lambda p: (p.role, -p.pss)):
+            lines.append(f"  {p.role:10} {p.pid:7d} {p.rss / 1024:6.0f} {p.pss / 1024:6.0f} ({p.pss_anon / 1024:5.0f} "
+                         f"{p.pss_file / 1024:5.0f}) {p.shared / 1024:6.0f}")
+        return lines
 
     @property
     def cores(self) -> float:
@@ -71,6 +100,7 @@ def measure(command: list[str], spare: Collection[int] = (), **popen_kwargs) -> 
     started = time.perf_counter()
     with tempfile.TemporaryFile() as said:
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=said, **popen_kwargs)
+        sampler.child = proc.pid
         _, status, _ = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -81,7 +111,7 @@ def measure(command: list[str], spare: Collection[int] = (), **popen_kwargs) -> 
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return TreeUsage(seconds, proc.returncode, cpu, sampler.peak_rss_kib / 1024, sampler.peak_pss_kib / 1024,
-                     killed, stderr[-300:], tuple(sampler.cpu_series))
+                     killed, stderr[-300:], tuple(sampler.cpu_series), sampler.at_peak, dict(sampler.role_peaks))
 
 
 def descendants(root: int) -> list[int]:
@@ -126,40 +156,73 @@ def _tree(processes: dict[int, tuple[int, float]], root: int, spare: Collection[
     return found
 
 
-def _memory_kib(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) of one process in KiB; (0, 0) when it has ended or is a zombie (which holds no memory)."""
-    rss = pss = 0
+_ROLLUP = {b"Rss:": "rss", b"Pss:": "pss", b"Pss_Anon:": "pss_anon", b"Pss_File:": "pss_file",
+           b"Shared_Clean:": "shared", b"Shared_Dirty:": "shared"}
+
+
+def _memory(pid: int, role: str) -> ProcessMemory:
+    """One process's memory in KiB; nothing when it has ended or is a zombie (which holds no memory)."""
+    sizes = dict.fromkeys(_ROLLUP.values(), 0)
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
-                if line.startswith(b"Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith(b"Pss:"):
-                    pss = int(line.split()[1])
-    except OSError:
+                name = _ROLLUP.get(line.split(maxsplit=1)[0])
+                if name:
+                    sizes[name] += int(line.split()[1])
+    except (OSError, IndexError):
         pass
-    return rss, pss
+    return ProcessMemory(role, pid, **sizes)
+
+
+def _role(pid: int, child: int, processes: dict[int, tuple[int, float]], known: dict[int, str]) -> str:
+    """What a process of the tree is, from its command line (read once per process) and its parent's role:
+    a parse process is forked by the forkserver, and so shows the forkserver's command line."""
+    if pid == child:
+        return "main"
+    if pid not in known:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            command = b""
+        parent = processes.get(pid, (0, 0.0))[0]
+        known[pid] = "parse" if known.get(parent) in ("forkserver", "parse") \
+            else "forkserver" if b"forkserver" in command \
+            else "tracker" if b"resource_tracker" in command else "other"
+    return known[pid]
 
 
 class _PeakSampler(threading.Thread):
-    """The largest sums of RSS and of PSS over this process's descendants (the bench itself not counted)."""
+    """The largest sums of RSS and of PSS over this process's descendants (the bench itself not counted),
+    each role's largest PSS sum, and every process at the tree's PSS peak."""
 
     def __init__(self, spare: Collection[int] = ()) -> None:
         super().__init__(daemon=True)
         self.spare = spare
         self.peak_rss_kib = self.peak_pss_kib = 0
         self.cpu_series: list[tuple[float, float]] = []
+        self.at_peak: tuple[ProcessMemory, ...] = ()
+        self.role_peaks: dict[str, int] = {}
+        self.child = 0  # the measured command's pid, once started: its role is "main"
         self._done = threading.Event()
 
     def run(self) -> None:
         me = os.getpid()
+        roles: dict[int, str] = {}
         while True:
             processes = _scan()  # one walk of /proc: the tree and its CPU
             tree = _tree(processes, me, self.spare)
             self.cpu_series.append((time.monotonic(), sum(processes[pid][1] for pid in tree)))
-            sizes = [_memory_kib(pid) for pid in tree]
-            self.peak_rss_kib = max(self.peak_rss_kib, sum(rss for rss, _ in sizes))
-            self.peak_pss_kib = max(self.peak_pss_kib, sum(pss for _, pss in sizes))
+            sizes = [_memory(pid, _role(pid, self.child, processes, roles)) for pid in sorted(tree)]
+            self.peak_rss_kib = max(self.peak_rss_kib, sum(p.rss for p in sizes))
+            pss = sum(p.pss for p in sizes)
+            if pss > self.peak_pss_kib:
+                self.peak_pss_kib, self.at_peak = pss, tuple(p for p in sizes if p.rss)
+            by_role: dict[str, int] = {}
+            for p in sizes:
+                by_role[p.role] = by_role.get(p.role, 0) + p.pss
+            for role, kib in by_role.items():
+                self.role_peaks[role] = max(self.role_peaks.get(role, 0), kib)
             if self._done.wait(SAMPLE_EVERY):
                 return
 

@@ -420,10 +420,14 @@ def run_daemon(args: argparse.Namespace) -> int:
     # multiprocessing does while it spawns its resource tracker) would leave each one pending for good, and
     # a SIGTERM then waits for the kill. Each is unblocked once its handler is in place.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
-    from .core.memory import cap_malloc_arenas  # imported on first use: a command loads what it runs
+    from .core.memory import (  # imported on first use: a command loads what it runs
+        cap_malloc_arenas,
+        give_large_blocks_back,
+    )
     from .daemon import Daemon  # imported on first use: a command loads what it runs
     from .settings.read import read_settings  # imported on first use: a command loads what it runs
     cap_malloc_arenas()  # before any worker thread: memory then follows CONCURRENCY (parser/core/memory.py)
+    give_large_blocks_back()
     if _params_missing(args):
         return EXIT_SETTINGS
     try:

@@ -8,8 +8,10 @@ nothing, and no process left behind by a stop, a Ctrl-C or a kill -9."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
+import sys
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -21,10 +23,13 @@ from parser.core.cpu_pool import CpuPool, ProcessDiedError
 from parser.core.cpu_slots import cores
 from parser.core.errors import ParseError
 from parser.core.record import safe_record
+from parser.fetch.http import FetchResult
 from parser.pipeline.first_read import read_new
 from parser.pipeline.identity import Identity
 from parser.pipeline.known import short_key
-from tests.conftest import Project, corpus_dir
+from parser.settings.params import settings_from_dict
+from parser.sources.poll import Keying, Poller
+from tests.conftest import ROOT, Project, corpus_dir
 from tests.feeds import BASE_TIME, numbered_items, rss
 from tests.process import wait_for
 
@@ -102,6 +107,47 @@ def test_a_parse_process_that_dies_is_replaced_and_only_its_own_work_fails():
             pool.run(first_read, b"  ")
     finally:
         pool.close()
+
+
+class Sent(CpuPool):
+    """The work done here, each piece kept as it would be sent to a parse process (pickled)."""
+
+    def __init__(self):
+        super().__init__(0)
+        self.sent: list[bytes] = []
+
+    def run(self, work, /, *args, **kwargs):
+        self.sent.append(pickle.dumps((work, args, kwargs)))
+        return super().run(work, *args, **kwargs)
+
+
+class OneBody:
+    def get(self, url, **_):
+        return FetchResult(url=url, status=200, body=rss(numbered_items(1, 3)),
+                           headers={"content-type": "application/rss+xml"})
+
+
+# What a parse process imports to read the work it is sent, beyond the parsing modules the forkserver loaded.
+_IMPORTED = """
+import pickle, sys
+pickle.loads(sys.stdin.buffer.read())
+print(" ".join(m for m in ("sqlalchemy", "db", "parser.settings.params") if m in sys.modules))
+"""
+
+
+def test_a_parse_process_is_sent_the_source_without_the_settings(tmp_path):
+    """The settings' Source goes as its ParseView: unpickling the Source itself imported the settings module
+    and SQLAlchemy into every parse process (about 25 MiB each)."""
+    source = settings_from_dict({"SOURCES": [{"name": "s", "url": URL}], "DB_URL": "sqlite:///db/items.db"},
+                                tmp_path / "params.py").sources[0]
+    cpu = Sent()
+    poller = Poller(OneBody(), stop=threading.Event(), max_wait=5, cpu=cpu)
+    _, parsed = poller.poll(source, etag=None, last_modified=None, fetched="2026-12-01T00:00:00Z",
+                            keying=Keying(rule=RULE, known=None, feed_urls=(URL,)))
+    assert parsed is not None and len(parsed.records) == 3 and len(cpu.sent) == 1
+    said = subprocess.run([sys.executable, "-c", _IMPORTED], input=cpu.sent[0], capture_output=True, cwd=ROOT,
+                          check=True)
+    assert said.stdout.decode().strip() == ""
 
 
 def test_on_demand_the_processes_start_only_when_work_would_wait_for_a_thread():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import copyreg
+import gc
 import multiprocessing
 import os
 import select
@@ -74,6 +75,9 @@ def _then_trim(work: Callable[..., T], args: tuple, kwargs: dict) -> T:
 
 
 def _child_start(daemon: int) -> None:
+    # What the forkserver loaded is shared with it until written to: a collection scanning those objects
+    # would write to each one's header, so they are set aside from the collector for good.
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(target=_end_with, args=(daemon,), name="end-with-daemon", daemon=True).start()

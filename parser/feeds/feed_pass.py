@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the listener's type for the checker; the module itself is i
 log = logging.getLogger("parser")
 STAGE_EVERY = 0.2  # seconds the polls back may wait for more to be staged with them (one fsync) ...
 STAGE_MANY = 64    # ... unless this many are waiting
+PARSE_MODULES = ("parser.pipeline.first_read", "parser.sources.parse_view")
 # After a source's poll is taken: (source, its state, whether the poll succeeded); the operator's
 # requests waiting for that poll are answered (parser/operate/operator_requests.py).
 Polled = Callable[[Source, SourceState, bool], None]
@@ -103,8 +104,10 @@ class FeedPass:
         # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
         self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
-        # A body's parse is bounded as its fetch is (DEADLINE): one past it is abandoned and refused.
-        self.cpu = CpuPool(settings.parse_processes, preload=("parser.pipeline.first_read",),
+        # A body's parse is bounded as its fetch is (DEADLINE): one past it is abandoned and refused. The
+        # forkserver loads what a parse process runs (the source comes as a ParseView), so that it starts
+        # without importing it and shares those pages with its siblings.
+        self.cpu = CpuPool(settings.parse_processes, preload=PARSE_MODULES,
                            on_demand=settings.parse_on_demand, timeout=settings.deadline)
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
@@ -180,8 +183,12 @@ class FeedPass:
                 self.schedule.done(outcome.source, self.schedule.state(outcome.source))
 
     def keep_finished(self) -> None:
-        """Stopping or done: what came back is kept; what the stop cut short is no failure."""
+        """Stopping or done: what came back is kept; what the stop cut short is no failure. With every
+        poll back, the parse processes are ended now, not at close(): the last flush's memory and theirs
+        are never held at the same time."""
         self._stage()
+        if not self.in_flight:
+            self.cpu.close()
 
     def finished(self) -> bool:
         """--once: every poll offered has come back and been taken."""

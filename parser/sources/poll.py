@@ -22,6 +22,7 @@ from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
 from ..pipeline.first_read import KeyRule, read_new
 from ..pipeline.fulltext import FullText
+from .parse_view import parse_view
 from .protocols import protocol_of
 
 JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
@@ -107,7 +108,9 @@ class Poller:
         return feed, replace(parsed, feed_url=feed_url)
 
     def _parse(self, source: SourceView, result: FetchResult, fetched: str, keying: Keying | None) -> Parsed:
-        """A feed's body parsed where the CPU is (self.cpu), keyed there too when the poll has keying."""
+        """A feed's body parsed where the CPU is (self.cpu), keyed there too when the poll has keying. The
+        source goes as its ParseView: a parse process unpickling the settings' Source would import them."""
+        source = parse_view(source)
         try:
             if keying is None:
                 return self.cpu.run(parse_body, source, result.body, url=result.url, headers=result.headers,
