@@ -155,7 +155,8 @@ def repair_torn_tail(path: Path) -> int:
     ends with a newline outside quotes (every field is quoted, so data newlines are always inside).
     A last record without its newline (an editor's save) is whole too when it cannot be a cut-short
     one (see _whole_without_line_end); StagingFile then gives it its newline. Empty lines (an
-    editor's) are no records and are left alone. One pass over the file, whatever its size."""
+    editor's) are no records and are left alone. One pass over the file, whatever its size: its
+    quotes counted a block at a time, only its last few MB read a line at a time."""
     return durable.repair_tail(path, _whole_records_length)
 
 
