@@ -8,11 +8,15 @@ write). Then, in one run, the same rows:
 - ours: Sink.flush of that staging folder (reading the staging CSV included) into a fresh SQLite file,
   then into a fresh PostgreSQL table, each in a process of its own (as at a restart);
 - raw sqlite3: the rows, read beforehand (not timed), by one executemany of INSERT ... ON CONFLICT
-  (hash) DO NOTHING into the same schema (made by the project), in one transaction;
-- raw psycopg: COPY of the rows, read beforehand, into the same schema, in one transaction.
+  (hash) DO NOTHING into the same schema (made by the project: its indexes), in one transaction, with
+  `stored` set as ours sets it (the time of each row's statement, db/upsert.py's NOW);
+- raw psycopg: COPY of the rows, read beforehand, into the same schema, in one transaction, `stored`
+  given as one more cell (the time the load began).
 Prints seconds, rows/s and ours/raw for each database, and how long reading the staging CSV alone
-takes (read_parts, the flush's reader: its share of ours into SQLite; into PostgreSQL the server parses
-the file itself, db/csv_load.py, and read_parts only reads a batch the server refused). Then a restart
+takes (read_parts, as the flush reads it, each part let go: its share of ours into SQLite, where ours is
+also set against raw plus that reading, the floor of any flush that reads the file in Python; into
+PostgreSQL the server parses the file itself, db/csv_load.py, and read_parts only reads a batch the
+server refused). Then a restart
 over the staged rows: `run_daemon.py --once` in a project folder with the rows waiting in staging/ and
 no sources, into SQLite (bench/bench_restart.py's restart_once). PostgreSQL: PARSER_TEST_PG_URL (a database is made for
 the bench and dropped after); without it, or with --no-pg, only SQLite.
@@ -39,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_restart import restart_once  # noqa: E402
 from db.store import Database  # noqa: E402
+from db.upsert import NOW  # noqa: E402
 from parser.core.record import RECORD_FIELDS  # noqa: E402
 from parser.pipeline.batch_read import read_parts  # noqa: E402
 from parser.pipeline.sink import Sink  # noqa: E402
@@ -77,33 +82,34 @@ def stage(folder: Path, count: int) -> Path:
     return staging.path
 
 
-def ours(staged: Path, db_url: str) -> float:
+def ours(staged: Path, db_url: str) -> tuple[float, float]:
     """Sink.flush of a copy of the staged file, in a process of its own (as a restart flushes: a fresh
-    interpreter, not one holding the rows the raw loads need); the seconds the flush took."""
+    interpreter, not one holding the rows the raw loads need); the seconds the flush took, and its CPU seconds."""
     folder = Path(tempfile.mkdtemp(prefix="bench-flush-"))
     try:
         shutil.copy(staged, folder / "staging.csv")
         child = subprocess.run([sys.executable, "-m", "bench.bench_flush", "--flush", str(folder), db_url],
                                cwd=ROOT, capture_output=True, text=True, check=True)
-        return float(child.stdout.split()[-1])
+        cpu, seconds = child.stdout.split()[-2:]
+        return float(seconds), float(cpu)
     finally:
         shutil.rmtree(folder)
 
 
 def flush_folder(folder: Path, db_url: str, search: bool = False) -> None:
-    """The child's side of ours() (and of bench_search's flush(), with or without the index): print the
-    seconds Sink.flush took (every row must be new)."""
+    """The child's side of ours() (and of bench_search's flush(), with or without the index): print the CPU
+    seconds and then the seconds Sink.flush took (every row must be new)."""
     sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields="auto", staging_dir=folder,
                 csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
     db = Database(db_url, timeout=60, search=search)
     pending = sink.staging.pending_rows()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     written = sink.flush(db).written
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert written == pending, (written, pending)
     sink.close()
     db.close()
-    print(seconds)
+    print(cpu, seconds)
 
 
 def make_table(db_url: str) -> None:
@@ -113,29 +119,34 @@ def make_table(db_url: str) -> None:
     db.close()
 
 
-def raw_sqlite(path: Path, rows: list[tuple]) -> float:
+def raw_sqlite(path: Path, rows: list[tuple]) -> tuple[float, float]:
+    """The seconds the load took, and its CPU seconds."""
     con = sqlite3.connect(path)
-    started = time.perf_counter()
-    con.executemany(f"INSERT INTO items ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
-                    "ON CONFLICT (hash) DO NOTHING", rows)
+    started, cpu = time.perf_counter(), time.process_time()
+    # `stored`, as ours writes it: a flush must say when it wrote each row (export --since reads it).
+    con.executemany(f"INSERT INTO items ({', '.join(COLUMNS)}, stored) VALUES ({', '.join('?' * len(COLUMNS))}, "
+                    f"{NOW['sqlite']}) ON CONFLICT (hash) DO NOTHING", rows)
     con.commit()
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     con.close()
-    return seconds
+    return seconds, cpu
 
 
 def raw_copy(url: str, rows: list[tuple]) -> float:
     import psycopg  # imported on first use: only the PostgreSQL half needs it
     with psycopg.connect(url) as con:
+        stored = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # as ours writes it (now()); not timed
+        given = [(*row, stored) for row in rows]
         started = time.perf_counter()
-        with con.cursor() as cursor, cursor.copy(f"COPY items ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-            for row in rows:
+        with con.cursor() as cursor, cursor.copy(f"COPY items ({', '.join(COLUMNS)}, stored) FROM STDIN") as copy:
+            for row in given:
                 copy.write_row(row)
         con.commit()
         return time.perf_counter() - started
 
 
-def sqlite_side(staged: Path, rows: list[tuple], tmp: Path) -> tuple[float, float]:
+def sqlite_side(staged: Path, rows: list[tuple], tmp: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(seconds, CPU seconds) of ours and of raw."""
     seconds = ours(staged, f"sqlite:///{tmp / 'ours.db'}")
     make_table(f"sqlite:///{tmp / 'raw.db'}")
     return seconds, raw_sqlite(tmp / "raw.db", rows)
@@ -148,7 +159,7 @@ def postgresql_side(staged: Path, rows: list[tuple], base: str) -> tuple[float, 
     url = f"{base.rpartition('/')[0]}/{name}"
     try:
         admin.execute(f'CREATE DATABASE "{name}"')
-        seconds = ours(staged, url.replace("postgresql://", "postgresql+psycopg://"))
+        seconds, _ = ours(staged, url.replace("postgresql://", "postgresql+psycopg://"))  # the server's CPU is apart
         with psycopg.connect(url, autocommit=True) as con:
             con.execute("DROP TABLE items")
             con.execute("CHECKPOINT")  # the raw load starts from a clean state too
@@ -190,16 +201,21 @@ def main() -> None:
         staged = stage(tmp / "staged", args.rows)
         each = staged.stat().st_size / args.rows
         print(f"staged {args.rows:,} rows, {each:,.0f} bytes each, in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-        rows = [row for part in read_parts(staged) for row in part.rows]
-        reading = time.perf_counter() - started
-        print(line("reading the staging CSV", reading, args.rows))
+        started, cpu = time.perf_counter(), time.process_time()
+        assert sum(len(part.rows) for part in read_parts(staged)) == args.rows
+        reading, reading_cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(line("reading the staging CSV", reading, args.rows) + f"  (CPU {reading_cpu:.2f} s)")
+        rows = [row for part in read_parts(staged) for row in part.rows]  # for the raw loads, all at once; not timed
         # The raw loads store what ours stores: an empty cell as NULL (a time column takes no ''); not timed.
         rows = [tuple(cell if cell != "" or column == 0 else None for column, cell in enumerate(row)) for row in rows]
-        seconds, raw = sqlite_side(staged, rows, tmp)
+        (seconds, cpu), (raw, raw_cpu) = sqlite_side(staged, rows, tmp)
         print("SQLite")
-        print(line("raw sqlite3 executemany", raw, args.rows))
-        print(line("ours (Sink.flush)", seconds, args.rows, raw) + f"  (goal {GOAL_RATIO}x)")
+        print(line("raw sqlite3 executemany", raw, args.rows) + f"  (CPU {raw_cpu:.2f} s)")
+        print(line("ours (Sink.flush)", seconds, args.rows, raw) + f"  (goal {GOAL_RATIO}x; CPU {cpu:.2f} s, "
+              f"{cpu / raw_cpu:4.2f}x raw's)")
+        # What no flush of a staging file avoids: the driver's write, and the csv module's read of the file.
+        print(f"  ours / (raw + reading the CSV): {seconds / (raw + reading):4.2f}x, in CPU "
+              f"{cpu / (raw_cpu + reading_cpu):4.2f}x")
         if pg:
             seconds, raw = postgresql_side(staged, rows, pg)
             print("PostgreSQL")

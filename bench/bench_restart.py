@@ -29,11 +29,13 @@ COLUMNS = ("hash", *RECORD_FIELDS)
 
 
 def row(n: int) -> str:
-    cells = [f"{n:056x}", "bench", f"urn:bench:{n}", f"https://news.example.com/2026/11/{n}/a-story",
-             f"Story number {n} about something", "A. Writer", "2026-11-01T12:00:00Z",
-             "A summary of the story, with a line break\ninside the quoted field. " * 2,
-             "<p>" + "Some content. " * 20 + "</p>", "2026-11-01T12:00:05Z"]
-    return ",".join('"' + c.replace('"', '""') + '"' for c in cells) + "\n"
+    """A record with a cell for every column (one short of the header's would be cut as torn when last)."""
+    given = {"hash": f"{n:056x}", "source": "bench", "guid": f"urn:bench:{n}",
+             "link": f"https://news.example.com/2026/11/{n}/a-story", "title": f"Story number {n} about something",
+             "author": "A. Writer", "published": "2026-11-01T12:00:00Z",
+             "summary": "A summary of the story, with a line break\ninside the quoted field. " * 2,
+             "content": "<p>" + "Some content. " * 20 + "</p>", "fetched": "2026-11-01T12:00:05Z"}
+    return ",".join('"' + given.get(c, "").replace('"', '""') + '"' for c in COLUMNS) + "\n"
 
 
 def write_staging(folder: Path, rows: int) -> Path:

@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 import csv
+import io
 import shutil
+from unittest.mock import patch
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from parser.pipeline import staging as staging_module
 from parser.pipeline.staging import StagingFile, read_rows, repair_torn_tail
 from tests.feeds import numbered_items, rss
 from tests.process import lock_sqlite
@@ -91,3 +97,23 @@ def test_a_pasted_copy_of_a_batch_file_is_left_alone_with_a_warning(server, proj
     warned = [line for line in project.log().splitlines() if copy.name in line]
     assert len(warned) == 2 and all("WARNING" in line and "left alone" in line for line in warned)
     assert "rename it" in warned[0]
+PIECES = ('"a"', '"b""c"', '""', '"x\ny"', ",", "\n", "\r\n", '"', " ", '"h1","one","s"\n', '"h2","","x\n"\n',
+          "\n\n", '"d"""', "zz")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.booleans(), st.lists(st.sampled_from(PIECES), max_size=30), st.integers(1, 40))
+def test_the_repair_reading_only_the_end_cuts_where_reading_every_line_does(header, pieces, tail):
+    """repair_torn_tail reads the file's last TAIL_BYTES a line at a time (more while they tell too little):
+    whatever the tail's size, the file is cut where a scan of every line cuts it."""
+    data = (b'"hash","title","summary"\n' if header else b"") + "".join(pieces).encode()
+    everything = _whole_length(data, 1 << 30)
+    assert _whole_length(data, tail) == everything
+
+
+def _whole_length(data: bytes, tail: int) -> int | str:
+    with patch.object(staging_module, "TAIL_BYTES", tail):
+        try:
+            return staging_module._whole_records_length(io.BytesIO(data))
+        except IndexError as exc:  # a header of no field (a file that is only a newline): the same either way
+            return repr(exc)

@@ -31,6 +31,8 @@ log = logging.getLogger("parser")
 # would stop every flush of such a record (and every start after it), and make repair_torn_tail
 # cut the file at that record as if it were torn.
 csv.field_size_limit(2**31 - 1)
+TAIL_BYTES = 4 << 20  # the end of the file repair_torn_tail reads a line at a time (more when it holds too little)
+_BLOCK_BYTES = 1 << 20
 
 
 class StagingFile:
@@ -153,26 +155,50 @@ def repair_torn_tail(path: Path) -> int:
     ends with a newline outside quotes (every field is quoted, so data newlines are always inside).
     A last record without its newline (an editor's save) is whole too when it cannot be a cut-short
     one (see _whole_without_line_end); StagingFile then gives it its newline. Empty lines (an
-    editor's) are no records and are left alone. One pass over the file, whatever its size."""
+    editor's) are no records and are left alone. One pass over the file, whatever its size: its
+    quotes counted a block at a time, only its last few MB read a line at a time."""
     return durable.repair_tail(path, _whole_records_length)
 
 
 def _whole_records_length(f: BinaryIO) -> int:
     # A newline ends a record exactly when it lies outside quotes, i.e. when the quotes before it are
     # even in number (a quote inside a field is doubled): one count per line, no CSV parsing. The
-    # last record is then parsed alone, to check it has the header's number of fields.
-    f.seek(0)
-    offset = quotes = 0
-    header_end = last_start = good = 0
+    # last record is then parsed alone, to check it has the header's number of fields. Only the file's
+    # end is read a line at a time: before it, the quotes are counted a block at a time (a restart over
+    # a staging file of 900 MB spent 1.7 s on its lines).
+    size = f.seek(0, os.SEEK_END)
+    tail = TAIL_BYTES
+    while True:
+        start = _line_start_after(f, size - tail) if tail < size else 0
+        good = _whole_from(f, start)
+        if good is not None:
+            return good
+        tail *= 4
+
+
+def _whole_from(f: BinaryIO, start: int) -> int | None:
+    """_whole_records_length, the lines read from `start` (a line's start) on; None when they hold too little to
+    tell (no record ending there after another line's end)."""
+    header_end = _first_line_end(f, start) if start else 0
+    if start and not header_end:
+        return None
+    quotes = _quotes_before(f, start)
+    f.seek(start)
+    offset, last_start, good = start, 0, 0
+    ends = 0  # the line ends seen from `start` on
+    told = False  # a record ended after another line end seen here: last_start is known
     for line in f:
         offset += len(line)
         quotes += line.count(b'"')
         if quotes % 2 == 0 and line.endswith(b"\n"):
+            ends += 1
             if header_end and not line.strip():  # an empty line: no record, so nothing torn
                 good = offset
                 continue
             header_end = header_end or offset
-            last_start, good = good, offset
+            last_start, good, told = good, offset, ends > 1
+    if start and not told:
+        return None
     if not good:
         return 0
     f.seek(0)
@@ -183,6 +209,41 @@ def _whole_records_length(f: BinaryIO) -> int:
     if good < offset and quotes % 2 == 0 and _whole_without_line_end(f.read(), width):
         return offset
     return good
+
+
+def _line_start_after(f: BinaryIO, at: int) -> int:
+    """The offset just past the first newline at or after `at` (the file's size when there is none)."""
+    f.seek(at)
+    offset = at
+    while block := f.read(_BLOCK_BYTES):
+        newline = block.find(b"\n")
+        if newline != -1:
+            return offset + newline + 1
+        offset += len(block)
+    return offset
+
+
+def _first_line_end(f: BinaryIO, before: int) -> int:
+    """Where the header ends (its newline outside quotes), 0 when it does not end before `before`."""
+    f.seek(0)
+    offset = quotes = 0
+    for line in f:
+        offset += len(line)
+        quotes += line.count(b'"')
+        if offset >= before:
+            return 0
+        if quotes % 2 == 0 and line.endswith(b"\n"):
+            return offset
+    return 0
+
+
+def _quotes_before(f: BinaryIO, end: int) -> int:
+    f.seek(0)
+    quotes = 0
+    while end > 0 and (block := f.read(min(_BLOCK_BYTES, end))):
+        quotes += block.count(b'"')
+        end -= len(block)
+    return quotes
 
 
 def _whole_without_line_end(tail: bytes, width: int) -> bool:
