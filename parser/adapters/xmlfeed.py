@@ -20,7 +20,7 @@ import hashlib
 import html
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from html.entities import html5
 from urllib.parse import urljoin, urlsplit
 
@@ -125,8 +125,6 @@ LIFT_AT = 512
 _MARK, _MARK_END = "\ue000", "\ue001"
 _MARK_BYTES, _MARK_END_BYTES = _MARK.encode(), _MARK_END.encode()
 _PLACEHOLDER = re.compile(_MARK + "([0-9]+)\n*" + _MARK_END)
-# The text nodes inside an element that hold a placeholder (_restore); its text and its children's tails.
-_MARKED_TEXTS = etree.XPath(f'.//text()[contains(., "{_MARK}")]')
 # The fields an edit at the source changes, as _fields names them (_digest).
 _DIGESTED = ("title", "dctitle", "summary", "dcdescription", "content", "encoded", "updated")
 _DECLARES_ENTITIES = re.compile(rb"<!DOCTYPE[^>\[]*\[[^\]]*<!ENTITY", re.IGNORECASE)
@@ -269,32 +267,12 @@ def _restore(element: etree._Element, lifted: list[bytes], *, deep: bool) -> Non
             raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         return raw.translate(None, CONTROL_BYTES).decode("utf-8", "replace")
 
-    if not deep:
-        for node in (element, *element):
-            _restore_text(node, section)
-            _restore_tail(node, section)
-        return
-    # Deep: only the texts that hold a placeholder, as libxml2 finds them; reading every text and tail of
-    # the entry into a Python string to look for one cost more than restoring.
-    _restore_tail(element, section)
-    for found in _MARKED_TEXTS(element):
-        owner = found.getparent()
-        if found.is_tail:
-            _restore_tail(owner, section)
-        else:
-            _restore_text(owner, section)
-
-
-def _restore_text(node: etree._Element, section: Callable[[re.Match], str]) -> None:
-    text = node.text
-    if text and _MARK in text and isinstance(node.tag, str):
-        node.text = _PLACEHOLDER.sub(section, text)
-
-
-def _restore_tail(node: etree._Element, section: Callable[[re.Match], str]) -> None:
-    tail = node.tail
-    if tail and _MARK in tail:
-        node.tail = _PLACEHOLDER.sub(section, tail)
+    for node in (element.iter() if deep else (element, *element)):
+        text, tail = node.text, node.tail
+        if text and _MARK in text and isinstance(node.tag, str):
+            node.text = _PLACEHOLDER.sub(section, text)
+        if tail and _MARK in tail:
+            node.tail = _PLACEHOLDER.sub(section, tail)
 
 
 def _repaired(match: re.Match) -> bytes:
