@@ -107,6 +107,7 @@ _EXTRA_BY_LOWER_NS = {"{" + tag[1:].partition("}")[0].lower() + "}" + tag.partit
 SEEN_TAGS = 4096
 _FIELD_OF: dict[object, str] = {}
 _EXTRA_OF: dict[object, str] = {}
+_REPAIRED: dict[bytes, bytes] = {}  # an odd ampersand's spelling -> its XML (_repaired)
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 _ENTRY_TAGS = {"item", f"{{{RSS10}}}item", f"{{{RSS090}}}item", f"{{{ATOM10}}}entry", f"{{{ATOM03}}}entry"}
 _RDF_ABOUT = f"{{{RDF}}}about"
@@ -275,10 +276,20 @@ def _restore(element: etree._Element, lifted: list[bytes], *, deep: bool) -> Non
 
 
 def _repaired(match: re.Match) -> bytes:
+    """An odd ampersand as XML, kept per spelling (a feed repeats a few dozen: &nbsp;, a bare &) up to
+    SEEN_TAGS of them, for this process's life: what it becomes depends on the matched bytes alone."""
     found = match.group(0)
+    repaired = _REPAIRED.get(found)
+    if repaired is None:
+        repaired = _repair(found, match.group(1))
+        if len(_REPAIRED) < SEEN_TAGS:
+            _REPAIRED[found] = repaired
+    return repaired
+
+
+def _repair(found: bytes, name: bytes | None) -> bytes:
     if found == b"&":
         return b"&amp;"  # a bare ampersand
-    name = match.group(1)
     if name and name not in (b"amp", b"lt", b"gt", b"quot", b"apos"):
         characters = html5.get(name.decode("ascii") + ";")
         if characters:
