@@ -27,8 +27,9 @@ from .core.dates import iso
 from .core.errors import StorageError
 from .core.jsonfile import read_object, write_whole
 from .core.lock import FolderLock
-from .core.runinfo import RunInfo, daemon_status_path
+from .core.runinfo import RunInfo, daemon_status_path, kept_coverage
 from .core.runs import RunLog
+from .core.stats import Stats
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
 from .fetch.http import Fetcher
@@ -88,8 +89,12 @@ class Daemon:
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/core/runinfo.py), `reset`/`poll` requests, and the status page
         # (parser/operate/statuspage.py), which reads files and the flushes' health only.
+        # The one stats object every component counts into (parser/core/stats.py), saved in daemon.json; the
+        # fields' coverage history goes on from the last run's (a dry run keeps nothing, so reads nothing).
+        kept = None if options.dry_run else kept_coverage(daemon_status_path(settings.staging_dir))
+        self.stats = Stats(coverage=kept)
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path),
-                                runs=RunLog(self.parts.daemon_name()))
+                                stats=self.stats, runs=RunLog(self.parts.daemon_name()))
         self.flushes = FlushRecord(self.run_info, self.wall)
         self._operator: OperatorRequests | None = None
         self.status_page: StatusPage | None = None
@@ -175,7 +180,7 @@ class Daemon:
             jobs = JobRunner(s, self.link_jobs, JobLoop(self.fetcher, self.scheduler, self.stop, self.clock),
                              mode=JobMode(once=self.options.once, links_only=self.options.links_only, dry_run=dry_run),
                              out=self.out, parts=JobParts(job_files=self.parts.job_files, shared=self.parts.shared),
-                             runs=self.run_info.runs)
+                             runs=self.run_info.runs, stats=self.stats)
             jobs.open()
             self.techniques.add(jobs)
         if self.db is None:  # --dry-run

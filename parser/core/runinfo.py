@@ -1,5 +1,6 @@
 """What the running daemon tells an operator about itself, in STAGING_DIR/daemon.json: its pid,
-when it started, counters since then, and the last flushes (size, duration, outcome).
+when it started, counters since then (the run's stats object, core/stats.py: its plain keys as `totals`,
+each field's coverage as `coverage`), and the last flushes (size, duration, outcome).
 
 The main thread owns a RunInfo and saves it at the points where state.json is saved (after a
 cycle, after a flush), never per poll. Readers (`run_daemon.py status`, the status page) only
@@ -10,8 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .coverage import Coverage
 from .jsonfile import read_object, write_whole
 from .runs import RunLog
+from .stats import Stats
 
 FLUSHES_KEPT = 200
 COUNTERS = ("polls", "errors", "new", "duplicates", "not_modified", "fetch_bytes", "flushes",
@@ -33,13 +36,20 @@ class RunInfo:
     # {"at", "why", "ok", "rows", "already", "seconds", "error"} of the last flush
     last_flush: dict | None = None
     flushes: list[list] = field(default_factory=list)  # [at, rows, seconds, ok], oldest first
-    totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    # What every component counts into (core/stats.py): daemon.json's `totals` and `coverage` are read from it.
+    stats: Stats = field(default_factory=Stats, repr=False, compare=False)
     # The polls and job passes since the last flush, for the `runs` table (core/runs.py): not in daemon.json.
     runs: RunLog = field(default_factory=RunLog, repr=False, compare=False)
 
+    @property
+    def totals(self) -> dict[str, float]:
+        """The run's own counters: the stats' plain keys (those of a source or job are namespaced "kind/name/...")."""
+        values = self.stats.snapshot()
+        return {**dict.fromkeys(COUNTERS, 0), **{k: v for k, v in values.items() if "/" not in k}}
+
     def add(self, **amounts: float) -> None:
         for name, amount in amounts.items():
-            self.totals[name] = self.totals.get(name, 0) + amount
+            self.stats.inc_value(name, amount)
 
     def flushed(self, *, at: str, why: str, ok: bool, rows: int, already: int, seconds: float,
                 error: str | None = None, updated: int = 0, versions: int = 0) -> None:
@@ -56,12 +66,22 @@ class RunInfo:
     def save(self, path: Path, now_iso: str) -> None:
         self.updated = now_iso
         runs, self.runs = self.runs, RunLog()  # asdict copies every field: not the runs waiting for the flush
+        stats, self.stats = self.stats, Stats()
         try:
             saved = asdict(self)
         finally:
-            self.runs = runs
-        del saved["runs"]
+            self.runs, self.stats = runs, stats
+        del saved["runs"], saved["stats"]
+        saved["totals"] = self.totals
+        saved["coverage"] = stats.coverage.as_json()
         write_whole(path, saved, indent=1)
+
+
+def kept_coverage(path: Path) -> Coverage:
+    """The coverage the last run left in daemon.json: a restart keeps each field's history."""
+    saved = read_object(path) or {}
+    coverage = saved.get("coverage")
+    return Coverage(coverage if isinstance(coverage, dict) else None)
 
 
 def load_run_info(path: Path) -> dict | None:

@@ -14,6 +14,7 @@ from ..adapters import Parsed
 from ..adapters.json_api import without_auth_params
 from ..adapters.parsed import FeedInfo
 from ..core import logs
+from ..core.coverage import FEED_FIELDS
 from ..core.dates import iso
 from ..core.errors import FetchError
 from ..core.runinfo import RunInfo
@@ -108,6 +109,7 @@ class OutcomeTaker:
         (DEAD_AFTER) changes with a SIGHUP."""
         self.sink, self.dead_after = sink, dead_after
         self.stats = PollStats(run_info)  # every count of a poll goes through it
+        self.coverage = run_info.stats.coverage  # each poll's field coverage (parser/core/coverage.py)
         self.runs = run_info.runs  # a row per poll for the `runs` table, written by the next flush
         self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
         # source -> what its feed last said of itself this run, for the `sources` table (parser/flush_all.py)
@@ -159,6 +161,9 @@ class OutcomeTaker:
                  parsed.kind,  # kind: what the body was found to be
                  extra=poll_fields(outcome, staged))
         self.stats.staged(state, now, new=len(staged.new), duplicates=staged.duplicates, blocked=blocked)
+        # The records as read, duplicates too: a feed whose entries are all stored already still shows its coverage.
+        for drop in self.coverage.passed(f"source/{source.name}", parsed.records, FEED_FIELDS):
+            logs.error_line(source.name, source.url, drop.text())
         state.answered(result.etag, result.last_modified, new=len(staged.new))
         self.feed_info[source.name] = parsed.feed
         if result.future_last_modified:

@@ -18,6 +18,7 @@ from linkgen.politeness import Robots
 from ..core import logs
 from ..core.dates import iso
 from ..core.runs import RunLog
+from ..core.stats import Stats
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostSlots, host_key
 from ..fetch.http import Fetcher
@@ -55,7 +56,7 @@ class JobContext:
     """The jobs' share of the daemon: fetcher, scheduler, robots.txt, the hosts' pauses, the mode."""
 
     def __init__(self, settings: Settings, loop: JobLoop, *, once: bool, links_only: bool, max_objects: int | None,
-                 shared: bool = False, runs: RunLog | None = None):
+                 shared: bool = False, runs: RunLog | None = None, stats: Stats | None = None):
         self.settings = settings
         self.fetcher = fetcher = loop.fetcher
         self.scheduler = loop.scheduler
@@ -69,6 +70,7 @@ class JobContext:
         self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
         self.shared = shared  # SHARED = True: the group's links and hosts (parser/group/shared_jobs.py)
         self.runs = runs if runs is not None else RunLog()  # each pass 2's row of the `runs` table
+        self.stats = stats if stats is not None else Stats()  # each pass 2's field coverage (parser/core/coverage.py)
         # The fetcher's own host slots (the group's with SHARED): a hold a feed poll received holds
         # the jobs' requests to that host too, and the reverse.
         self.host_slots: HostSlots = fetcher.slots

@@ -129,6 +129,11 @@ def pass_row(job: str, tally: Counter[str], tried: int, failed: int, seconds: fl
                error=f"{failures} of {visits} links failed (errors.log names each)" if failures else None)
 
 
+def coverage_key(job: LinkJob) -> str:
+    """The job's key in the stats' field coverage (parser/core/coverage.py)."""
+    return f"job/{job.name}"
+
+
 class Pass2:
     def __init__(self, ctx: JobContext, pass1: Pass1):
         self.ctx = ctx
@@ -232,6 +237,8 @@ class Pass2:
                      empties or "none", counts["pending"], seconds, extra=fields)
         failed = tried - tally["done"]
         self.ctx.runs.add(pass_row(job.name, tally, tried, failed, seconds))
+        for drop in self.ctx.stats.coverage.pass_ended(coverage_key(job), job.fields):
+            logs.error_line(job.name, job.template or (job.harvest.root if job.harvest else ""), drop.text())
         self.ctx.say(files, f"{tried} links fetched: {tally['done']} records, {tally['new']} new would be staged"
                             + (f", {failed} failed" if failed else ""))
         self.ctx.end_progress()
@@ -282,6 +289,7 @@ class Pass2:
         first = [o.result.record for o in ready if isinstance(o.result, Fetched) and o.revisit is None]
         again = [o.result.record for o in ready if isinstance(o.result, Fetched) and o.revisit is not None]
         fresh, updated = files.sink.stage_many([Batch(first), Batch(again, updates=files.updates != "ignore")])
+        self.ctx.stats.coverage.count(coverage_key(files.job), first + again, files.job.fields)  # duplicates too
         files.sink.show(fresh.new + updated.new, updated.updates)  # --dry-run prints them; a Sink has staged them
         run.count("new", len(fresh.new) + len(updated.new))
         run.count("duplicates", fresh.duplicates)

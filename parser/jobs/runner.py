@@ -31,6 +31,7 @@ from typing import TextIO
 from linkgen.frontier import HostFrontier
 
 from ..core.runs import RunLog
+from ..core.stats import Stats
 from ..pipeline.sink import RecordSink
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
@@ -64,16 +65,19 @@ class JobParts:
 
 class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], loop: JobLoop, *, mode: JobMode = JobMode(),
-                 out: TextIO | None = None, parts: JobParts = JobParts(), runs: RunLog | None = None):
+                 out: TextIO | None = None, parts: JobParts = JobParts(), runs: RunLog | None = None,
+                 stats: Stats | None = None):
         """mode.dry_run: the jobs' files opened in memory with a PrintSink writing to `out`
         (parser/jobs/job_files.py), at most DRY_RUN_LINKS objects a job; the passes themselves do not know.
-        `runs`: where each pass 2's row of the `runs` table goes (the daemon's RunInfo.runs)."""
+        `runs`: where each pass 2's row of the `runs` table goes (the daemon's RunInfo.runs); `stats`: the
+        daemon's stats object (parser/core/stats.py), which keeps each pass 2's field coverage."""
         self.settings = settings
         self.open_files = parts.job_files
         self.jobs = jobs
         self.dry_run, self.out = mode.dry_run, out
         self.ctx = JobContext(settings, loop, once=mode.once or mode.dry_run, links_only=mode.links_only,
-                              max_objects=DRY_RUN_LINKS if mode.dry_run else None, shared=parts.shared, runs=runs)
+                              max_objects=DRY_RUN_LINKS if mode.dry_run else None, shared=parts.shared, runs=runs,
+                              stats=stats)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []

@@ -30,6 +30,7 @@ from ..sources.state import SourceState, for_source, read_states
 from .control import daemon_pid
 from .status_view import (
     DaemonStatus,
+    FieldCoverage,
     HashesStatus,
     HashFile,
     JobStatus,
@@ -107,7 +108,24 @@ def collect(settings: Settings, now: float, counter: RowCounter | None = None) -
                       flushes=info.get("flushes", []), totals=info.get("totals", {}), staged=tables,
                       hashes=_hashes_view(settings, now),
                       state_file=_state_file_view(staging / "state.json", damage, running=running),
-                      sources=sources, jobs=jobs)
+                      sources=sources, jobs=jobs, coverage=coverage_view(settings, info.get("coverage")))
+
+
+def coverage_view(settings: Settings, saved: object) -> list[FieldCoverage]:
+    """daemon.json's field coverage of the sources and jobs in the settings (one taken out is not shown)."""
+    if not isinstance(saved, dict):
+        return []
+    keys = [("source", s.name) for s in settings.sources] + [("job", j.name) for j in settings.link_jobs]
+    view = []
+    for kind, name in keys:
+        entry = saved.get(f"{kind}/{name}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("shares"), dict):
+            continue
+        usual = entry.get("usual")
+        usual = usual if isinstance(usual, dict) else {}
+        view.append(FieldCoverage(kind, name, int(entry.get("records") or 0), dict(entry["shares"]),
+                                  {f: usual.get(f) for f in entry["shares"]}, list(entry.get("low") or [])))
+    return view
 
 
 def source_states(settings: Settings, now: float) -> tuple[dict[str, SourceState], list[tuple[str | None, str]],
@@ -225,6 +243,7 @@ def format_text(view: StatusView) -> str:
         lines += ["", "last errors:"]
         lines += [_cut(f"  {name}: {outcome.removeprefix('error: ')}", 80) for name, outcome in problems]
     lines += _tags_lines(view.sources)
+    lines += _low_coverage_lines(view.coverage)
     if view.jobs:
         lines += ["", f"{'JOB':<23}" + "".join(f"{k.upper():>9}" for k in LINK_STATUSES)]
         for job in view.jobs:
@@ -247,6 +266,15 @@ def _tags_lines(sources: list[SourceStatus]) -> list[str]:
     if not tagged:
         return []
     return ["", "tags:", *(f"  {tag}: {', '.join(names)}" for tag, names in sorted(tagged.items()))]
+
+
+def _low_coverage_lines(coverage: list[FieldCoverage]) -> list[str]:
+    """The fields whose coverage fell below half their usual share (errors.log has said so): a line each."""
+    low = [(c, f) for c in coverage for f in c.low if f in c.shares]
+    if not low:
+        return []
+    return ["", "fields fallen below half their usual coverage (a rule or the site changed?):",
+            *(f"  {c.kind} {c.name}: {f} {c.shares[f]:.0%}, usually {c.usual.get(f) or 0:.0%}" for c, f in low)]
 
 
 def _daemon_line(d: DaemonStatus, now: float) -> str:

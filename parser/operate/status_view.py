@@ -8,7 +8,7 @@ What daemon.json holds (the last flush, the counters) arrives as JSON and is typ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
 
@@ -103,6 +103,17 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class FieldCoverage:
+    """A feed's or a job's field coverage at its last pass (parser/core/coverage.py), from daemon.json."""
+    kind: str                    # "source" or "job"
+    name: str
+    records: int                 # the records of its last pass
+    shares: dict[str, float]     # field -> the share of them that had it
+    usual: dict[str, float | None]  # field -> the median of its recent passes (None: too few yet)
+    low: list[str]               # fields said in errors.log as fallen below half their usual share
+
+
+@dataclass(frozen=True)
 class StatusView:
     now: str
     params: str
@@ -115,6 +126,7 @@ class StatusView:
     state_file: StateFileStatus | None
     sources: list[SourceStatus]  # worst first
     jobs: list[JobStatus]
+    coverage: list[FieldCoverage] = field(default_factory=list)  # the sources' then the jobs'
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)

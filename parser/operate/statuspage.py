@@ -269,6 +269,26 @@ class _ViewCollector:
             for status in LINK_STATUSES:
                 links.add_metric([job.name, status], float(job.links[status]))
         yield links
+        yield from _coverage_families(v)
+
+
+def _coverage_families(v: StatusView) -> Iterable:
+    """Each field's share of a feed's or a job's last pass, and its usual share (parser/core/coverage.py)."""
+    families = {kind: (GaugeMetricFamily(f"parser{infix}_field_coverage",
+                                         f"Share of the {what}'s records in its last pass that had the field",
+                                         labels=[kind, "field"]),
+                       GaugeMetricFamily(f"parser{infix}_field_coverage_usual",
+                                         f"Median share of the field over the {what}'s recent passes",
+                                         labels=[kind, "field"]))
+                for kind, infix, what in (("source", "", "feed"), ("job", "_job", "job"))}
+    for c in v.coverage[:MAX_SOURCE_SERIES]:
+        now, usual = families[c.kind]
+        for name, share in c.shares.items():
+            now.add_metric([c.name, name], float(share))
+            if c.usual.get(name) is not None:
+                usual.add_metric([c.name, name], float(c.usual[name] or 0))
+    for pair in families.values():
+        yield from pair
 
 
 def render_metrics(view: StatusView) -> bytes:
@@ -379,10 +399,31 @@ def render_page(view: StatusView, *, search: bool = False) -> str:
         + ("<h2>Two-pass jobs: links</h2><table id=jobs><thead><tr><th>job</th>"
            + "".join(f"<th>{k}</th>" for k in LINK_STATUSES) + "</tr></thead><tbody>" + jobs + "</tbody></table>"
            if view.jobs else "")
+        + _coverage_table(view)
         + "<h2>History</h2><div class=plots>"
         + "".join(f"<figure>{svg}<figcaption>{e(cap)}</figcaption></figure>" for cap, svg in plots)
         + "</div><p class=meta>Also: <a href=/metrics>/metrics</a>, <a href=/healthz>/healthz</a>, "
           "<a href=/status.json>/status.json</a>. This page reloads every minute.</p></body></html>")
+
+
+def _coverage_table(view: StatusView) -> str:
+    """Each feed's and job's field coverage at its last pass; a field fallen below half its usual share in red."""
+    if not view.coverage:
+        return ""
+    e = html.escape
+    rows = []
+    for c in view.coverage:
+        cells = []
+        for name, share in c.shares.items():
+            usual = c.usual.get(name)
+            said = f"{e(name)} {share:.0%}" + (f" <span class=meta>(usually {usual:.0%})</span>"
+                                               if usual is not None else "")
+            cells.append(f"<span class=err>{said}</span>" if name in c.low else said)
+        rows.append(f"<tr><td>{e(c.kind)}</td><td>{e(c.name)}</td><td class=n>{c.records}</td>"
+                    f"<td>{' · '.join(cells)}</td></tr>")
+    return ("<h2>Field coverage, last pass</h2><table id=coverage><thead><tr><th>kind</th><th>name</th>"
+            "<th>records</th><th>share of records with each field</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
 
 
 def _hour_index(now: float, hours: int) -> dict[str, int]:
