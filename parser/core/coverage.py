@@ -11,6 +11,7 @@ below MIN_RECORDS are shown, not kept in the history.
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -59,6 +60,8 @@ class Coverage:
         for key, entry in (kept or {}).items():  # daemon.json's, from the last run: checked, not trusted
             if isinstance(key, str) and isinstance(entry, dict):
                 self._kept[key] = _entry_of(entry)
+        self._saved = {key: _saved_form(entry) for key, entry in self._kept.items()}
+        self._lines = {key: json.dumps(saved) for key, saved in self._saved.items()}
         self._pending: dict[str, tuple[int, Counter[str]]] = {}
 
     def count(self, key: str, records: Iterable[Mapping[str, Any]], fields: Iterable[str]) -> None:
@@ -85,33 +88,48 @@ class Coverage:
         shares = {f: filled_in[f] / made for f in fields}
         entry = self._kept.setdefault(key, _entry_of({}))
         entry["records"], entry["shares"] = made, shares
-        if made < MIN_RECORDS:
-            return []
+        drops = self._judge(key, entry, shares, made) if made >= MIN_RECORDS else []
+        entry["history"] = {f: entry["history"].get(f, []) for f in fields}  # a field taken out of the rules: forgotten
+        entry["low"] = [f for f in entry["low"] if f in fields]
+        self._saved[key] = _saved_form(entry)
+        self._lines[key] = json.dumps(self._saved[key])
+        return drops
+
+    def _judge(self, key: str, entry: dict[str, Any], shares: dict[str, float], made: int) -> list[Drop]:
+        """A pass of MIN_RECORDS or more: each share against its usual one, then into the history."""
         history: dict[str, list[float]] = entry["history"]
         low: list[str] = entry["low"]
         drops = []
-        for f in fields:
+        for f, share in shares.items():
             past = history.get(f, [])
             usual = median(past) if len(past) >= MIN_HISTORY else None
-            if usual is not None and shares[f] < DROP_BELOW * usual:
+            if usual is not None and share < DROP_BELOW * usual:
                 if f not in low:
                     low.append(f)
-                    drops.append(Drop(key, f, shares[f], usual, made))
+                    drops.append(Drop(key, f, share, usual, made))
             elif f in low:
                 low.remove(f)
-            history[f] = [*past, shares[f]][-HISTORY:]
-        entry["history"] = {f: history[f] for f in fields}  # a field taken out of a job's rules is forgotten
-        entry["low"] = [f for f in low if f in fields]
+            history[f] = [*past, round(share, 2)][-HISTORY:]
         return drops
 
     def as_json(self) -> dict[str, dict[str, Any]]:
         """What daemon.json keeps: per key, the last pass's records and shares, each field's usual share
-        (None: too short a history), the fields said low, and the history a restart reads back."""
-        return {key: {"records": e["records"], "shares": {f: round(s, 4) for f, s in e["shares"].items()},
-                      "usual": {f: round(median(h), 4) if len(h) >= MIN_HISTORY else None
-                                for f, h in e["history"].items()},
-                      "low": list(e["low"]), "history": {f: [round(s, 4) for s in h] for f, h in e["history"].items()}}
-                for key, e in sorted(self._kept.items())}
+        (None: too short a history yet), the fields said low, and the history a restart reads back."""
+        return dict(sorted(self._saved.items()))
+
+    def json_lines(self) -> list[tuple[str, str]]:
+        """as_json() as (key, its entry in JSON), made once per pass: daemon.json is written far more often
+        than a source is polled, a line per source or job, as state.json's sources."""
+        return sorted(self._lines.items())
+
+
+def _saved_form(entry: dict[str, Any]) -> dict[str, Any]:
+    """A key's entry as daemon.json has it, made once per pass (the file is written far more often than a
+    source is polled)."""
+    history: dict[str, list[float]] = entry["history"]
+    return {"records": entry["records"], "shares": {f: round(s, 4) for f, s in entry["shares"].items()},
+            "usual": {f: round(median(h), 4) if len(h) >= MIN_HISTORY else None for f, h in history.items()},
+            "low": list(entry["low"]), "history": {f: list(h) for f, h in history.items()}}
 
 
 def _entry_of(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,10 +139,14 @@ def _entry_of(saved: Mapping[str, Any]) -> dict[str, Any]:
             return {}
         return {f: float(s) for f, s in value.items() if isinstance(s, int | float) and not isinstance(s, bool)}
 
+    def past(value: object) -> list[float]:
+        if not isinstance(value, list):
+            return []
+        return [float(s) for s in value if isinstance(s, int | float) and not isinstance(s, bool)][-HISTORY:]
+
     history = saved.get("history")
     records = saved.get("records")
     low = saved.get("low")
     return {"records": records if isinstance(records, int) else 0, "shares": shares(saved.get("shares")),
-            "history": {f: [float(s) for s in h if isinstance(s, int | float)][-HISTORY:]
-                        for f, h in (history.items() if isinstance(history, dict) else ()) if isinstance(h, list)},
+            "history": {f: past(h) for f, h in (history.items() if isinstance(history, dict) else ())},
             "low": [f for f in low if isinstance(f, str)] if isinstance(low, list) else []}

@@ -12,9 +12,14 @@ from .errors import StorageError, cannot_write
 
 def write_whole(path: Path, data: dict, *, indent: int | None = None) -> None:
     """Raises StorageError naming `path` (a full disk says so); the previous file stays whole."""
+    write_text_whole(path, json.dumps(data, indent=indent))
+
+
+def write_text_whole(path: Path, text: str) -> None:
+    """write_whole's replace, for a JSON text laid out by its writer."""
     tmp = path.with_name(path.name + ".tmp")  # not *.json: a reader looking for *.json never takes it
     try:
-        tmp.write_text(json.dumps(data, indent=indent), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -8,11 +8,12 @@ read the file; it is replaced atomically, so they never see half of it.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .coverage import Coverage
-from .jsonfile import read_object, write_whole
+from .jsonfile import read_object, write_text_whole
 from .runs import RunLog
 from .stats import Stats
 
@@ -73,8 +74,11 @@ class RunInfo:
             self.runs, self.stats = runs, stats
         del saved["runs"], saved["stats"]
         saved["totals"] = self.totals
-        saved["coverage"] = stats.coverage.as_json()
-        write_whole(path, saved, indent=1)
+        # The coverage a line per source or job (as state.json's sources), each made once per pass: json's
+        # indented encoder is pure Python, and this file is written at every batch of saves and flush.
+        text = json.dumps(saved, indent=1)
+        coverage = ",\n".join(f"  {json.dumps(key)}: {entry}" for key, entry in stats.coverage.json_lines())
+        write_text_whole(path, text[:-2] + ',\n "coverage": {' + (f"\n{coverage}\n " if coverage else "") + "}\n}\n")
 
 
 def kept_coverage(path: Path) -> Coverage:
