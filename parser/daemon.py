@@ -350,7 +350,7 @@ class Daemon:
         `force` (a flush, the stop, an operator's request) writes both now."""
         saved = self.techniques.save(force=force)
         if saved:
-            self.run_info.add(state_writes=1)
+            self.stats.inc_value("state_writes")
         if saved or force:
             self._save_run_info()
 

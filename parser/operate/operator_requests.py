@@ -35,7 +35,7 @@ class OperatorRequests:
         now = self.clock()
         by_name = {s.name: s for s in sources}
         for request in self.control.take():
-            self.run_info.add(control_requests=1)
+            self.run_info.stats.inc_value("control_requests")
             source = by_name.get(request.source)
             if source is None:
                 self._refuse(request, not_polled(request.source, settings), code=NOT_POLLED)
