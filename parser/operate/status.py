@@ -121,10 +121,11 @@ def coverage_view(settings: Settings, saved: object) -> list[FieldCoverage]:
         entry = saved.get(f"{kind}/{name}")
         if not isinstance(entry, dict) or not isinstance(entry.get("shares"), dict):
             continue
-        usual = entry.get("usual")
-        usual = usual if isinstance(usual, dict) else {}
-        view.append(FieldCoverage(kind, name, int(entry.get("records") or 0), dict(entry["shares"]),
-                                  {f: usual.get(f) for f in entry["shares"]}, list(entry.get("low") or [])))
+        shares, usual = _numbers(entry["shares"]), _numbers(entry.get("usual"))
+        records, low = entry.get("records"), entry.get("low")
+        view.append(FieldCoverage(kind, name, records if isinstance(records, int) else 0, shares,
+                                  {f: usual.get(f) for f in shares},
+                                  [f for f in low if isinstance(f, str)] if isinstance(low, list) else []))
     return view
 
 
@@ -266,6 +267,13 @@ def _tags_lines(sources: list[SourceStatus]) -> list[str]:
     if not tagged:
         return []
     return ["", "tags:", *(f"  {tag}: {', '.join(names)}" for tag, names in sorted(tagged.items()))]
+
+
+def _numbers(value: object) -> dict[str, float]:
+    """A dict of shares as daemon.json has it; what is no number (a hand edit) is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: float(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _low_coverage_lines(coverage: list[FieldCoverage]) -> list[str]:
