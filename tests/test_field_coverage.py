@@ -108,9 +108,8 @@ def test_a_short_history_says_nothing(server, project):
         poll_feed(server, project, 1 + 6 * k, 6)
     poll_feed(server, project, 13, 6, dated=False)  # two passes behind it: not yet a usual share
     assert coverage_lines(project) == []
-    shown = metrics(project)
-    assert shown['parser_field_coverage{field="published",source="f"}'] == 0.0
-    assert 'parser_field_coverage_usual{field="published",source="f"}' not in shown
+    assert metrics(project)['parser_field_coverage{field="published",source="f"}'] == 0.0
+    assert saved_coverage(project)["source/f"]["history"]["published"] == [1.0, 1.0, 0.0]  # judged, then kept
 
 
 def test_a_field_that_comes_back_may_be_said_again_and_a_restart_keeps_what_was_said():
