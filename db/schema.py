@@ -47,6 +47,16 @@ def added_columns(table: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class TableSpec:
+    """What a sink asks of its table (Database.make_table): its name and columns (hash among them or not),
+    the kinds a job's fields declare, and whether it keeps `<name>_versions` (UPDATES "history")."""
+    name: str
+    columns: Sequence[str]
+    kinds: Mapping[str, str] | None = None
+    history: bool = False
+
+
+@dataclass(frozen=True)
 class Shape:
     """A table as this version makes it: `columns` in order (hash first, id apart), each with its kind."""
     name: str

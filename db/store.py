@@ -91,6 +91,10 @@ class Database:
             raise StorageError(f"cannot prepare the database: {self._explain(classify(exc), exc)}") from None
         self.migrated = True
 
+    def make_table(self, spec: schema.TableSpec) -> sa.Table:
+        """The table a sink asks for (its TableSpec), made or brought to this version's shape: table()."""
+        return self.table(spec.name, spec.columns, spec.kinds, history=spec.history)
+
     def table(self, name: str, columns: Sequence[str], kinds: Mapping[str, str] | None = None, *,
               history: bool = False) -> sa.Table:
         """The table `name` with a unique hash column and a column per name, typed by its kind (db/schema.py:

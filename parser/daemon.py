@@ -31,7 +31,7 @@ from .core.runinfo import RunInfo, daemon_status_path, kept_coverage
 from .core.runs import RunLog
 from .core.stats import Stats
 from .core.urls import redact_url
-from .feeds.feed_pass import FeedPass
+from .feeds.feed_pass import FeedLoop, FeedMode, FeedPass
 from .fetch.http import Fetcher
 from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
@@ -162,15 +162,16 @@ class Daemon:
         """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
         the jobs' files in memory (parser/jobs/job_files.py); no database, inbox, listener or daemon.json."""
         s, dry_run = self.settings, self.options.dry_run
+        slots = self.parts.host_slots(self.stop)  # PER_HOST, pacing, holds: one host slot for both
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
-                               pool_size=s.concurrency, stop=self.stop)
-        self.fetcher.slots = self.parts.host_slots(self.fetcher.slots, self.stop)  # PER_HOST, pacing, holds
-        self._scheduler = Scheduler(s.concurrency, s.per_host, self.fetcher.slots)  # one host slot for both
-        self._feeds = FeedPass(s, self.sources, listened=self.listened, fetcher=self.fetcher, scheduler=self.scheduler,
-                              run_info=self.run_info, clock=self.clock, wall=self.wall, stop=self.stop,
-                              once=self.options.once, named=self.options.picks_sources, parts=self.parts,
-                              dry_run=dry_run, out=self.out, polled=self._answer_polled)
+                               pool_size=s.concurrency, slots=slots)
+        self._scheduler = Scheduler(s.concurrency, s.per_host, slots)
+        self._feeds = FeedPass(s, self.sources, listened=self.listened,
+                              loop=FeedLoop(self.fetcher, self.scheduler, self.stop, self.clock, self.wall),
+                              mode=FeedMode(once=self.options.once, named=self.options.picks_sources, dry_run=dry_run,
+                                            out=self.out),
+                              run_info=self.run_info, parts=self.parts, polled=self._answer_polled)
         self.techniques.add(self.feeds)
         if not dry_run:
             self.db = Database(s.db_url, timeout=s.db_timeout, search=s.search)
@@ -186,7 +187,7 @@ class Daemon:
         if self.db is None:  # --dry-run
             return
         for sink in self.techniques.sinks():
-            sink.history.check_database(self.db, sink.table)  # hashes flushed elsewhere: refused, exit 2
+            sink.check_history(self.db)  # hashes flushed elsewhere: refused, exit 2
         prepare_tables(self.db, self.techniques.sinks())  # 0.5.x tables brought up, or refused: exit 2
         self.retention = Retention(s, self.db, stop=self.stop, wall=self.wall, marks=marks_of(s))
         self._open_operator()

@@ -13,7 +13,6 @@ from db import runs_table
 from db.sources_table import NAME as SOURCES_TABLE
 from db.sources_table import SourcesTable
 from db.store import Database
-from db.upsert import Updates
 
 from .adapters.parsed import FeedInfo
 from .core import logs
@@ -102,16 +101,11 @@ def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
         db.migrate()
         for sink in sinks:
             # A job's typed fields (JobSink's kinds); the feeds' table is the chain's, its shape the same.
-            db.table(sink.table, sink.columns, getattr(sink, "kinds", None), history=keeps_history(sink.updates))
+            db.make_table(sink.table_spec())
     except SchemaRefusedError:
         raise
     except StorageError as exc:
         log.warning("%s; tried again at the first flush", exc)
-
-
-def keeps_history(updates: str | Updates) -> bool:
-    """Whether a sink's UPDATES (one mode, or the table's with its sources' own) keeps any row's versions."""
-    return (updates if isinstance(updates, Updates) else Updates(updates)).widest == "history"
 
 
 class SourcesWriter:
@@ -143,7 +137,7 @@ def compact_hashes(sink: RecordSink, feeds: bool) -> None:
     """UNIQUE_WINDOW: the hashes older than the window out of the sink's hash file (at most once a day:
     parser/pipeline/hash_window.py). One that fails (a full disk) leaves the file whole, tried again later."""
     try:
-        done = sink.dedup.compact()
+        done = sink.compact_hashes()
     except StorageError as exc:
         log.warning("hashes%s: not compacted: %s", "" if feeds else f" of {sink.table}", exc)
         return

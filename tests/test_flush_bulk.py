@@ -25,7 +25,7 @@ from db.store import Database
 from parser.core.errors import RecordRefusedError, StorageError
 from parser.core.record import RECORD_FIELDS
 from parser.pipeline.batch_read import Cells, read_parts
-from parser.pipeline.sink import Sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 from parser.pipeline.staging import StagingFile, read_rows
 from tests.feeds import OLD_RECORD_FIELDS
 
@@ -65,9 +65,8 @@ def select(db_url: str, query: str) -> list[tuple]:
 
 def open_sink(staging: Path, table: str = "items", columns=RECORD_FIELDS, unique_fields="auto",
               updates: str = "update") -> Sink:
-    return Sink(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224",
-                updates=updates)
+    return Sink(table=table, columns=columns, unique=UniqueRule(unique_fields, "hashfile", "sha224"),
+                files=SinkFiles(staging), updates=updates)
 
 
 def entry(n: int, title: str | None = None) -> dict:

@@ -16,7 +16,7 @@ from db.store import Database
 from parser.core import logs
 from parser.core.errors import SettingsError
 from parser.core.record import RECORD_FIELDS
-from parser.pipeline.sink import Sink, open_sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule, open_sink
 from tests.feeds import numbered_items, rss
 
 
@@ -26,8 +26,8 @@ def one_item(link: str, title: str) -> bytes:
 
 
 def sink(folder: Path, *, algorithm: str = "sha224", unique_fields="auto") -> Sink:
-    return Sink(table="items", columns=RECORD_FIELDS, unique_fields=unique_fields, staging_dir=folder,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm=algorithm)
+    return Sink(table="items", columns=RECORD_FIELDS, unique=UniqueRule(unique_fields, "hashfile", algorithm),
+                files=SinkFiles(folder))
 
 
 def records(links: list[str], source: str = "s") -> list[dict]:

@@ -25,7 +25,7 @@ from db.store import Database
 from parser.adapters import feed, parse_body
 from parser.core.errors import ParseError
 from parser.core.record import RECORD_FIELDS
-from parser.pipeline.sink import Sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 from parser.settings.params import DEFAULTS, Source
 from tests.conftest import CORPUS, Project, corpus_dir
 from tests.server import LoopbackServer
@@ -119,9 +119,9 @@ def reference_entries(body: bytes, parsed_kind: str, spy: SeenByFeedparser, sour
 
 
 def measure(name: str, files: list[Path], folder: Path, spy: SeenByFeedparser) -> Tally:
-    sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=DEFAULTS["UNIQUE_FIELDS"],
-                staging_dir=folder / "staging", csv_name="staging.csv", hash_stem="hashes",
-                dedup_mode=DEFAULTS["DEDUP"], algorithm=DEFAULTS["HASH"])
+    sink = Sink(table="items", columns=RECORD_FIELDS,
+                unique=UniqueRule(DEFAULTS["UNIQUE_FIELDS"], DEFAULTS["DEDUP"], DEFAULTS["HASH"]),
+                files=SinkFiles(folder / "staging"))
     db = Database(f"sqlite:///{folder / 'items.db'}")
     tally = Tally()
     staged_by_source = tally.rows_by_source

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from db.store import Database
+from parser.fetch.host_slots import HostSlots
 from parser.fetch.http import Fetcher
 from parser.fetch.scheduler import Scheduler
 from parser.jobs.runner import JobLoop, JobMode, JobRunner
@@ -36,7 +37,8 @@ def run_jobs_once(settings: Settings) -> None:
     stop = threading.Event()
     fetcher = Fetcher(user_agent=settings.user_agent, timeout=settings.timeout, deadline=settings.deadline,
                       max_bytes=settings.max_bytes, max_redirects=settings.max_redirects,
-                      per_host=settings.per_host, pool_size=settings.concurrency, stop=stop)
+                      per_host=settings.per_host, pool_size=settings.concurrency,
+                      slots=HostSlots(settings.per_host, stop=stop))
     scheduler = Scheduler(settings.concurrency, settings.per_host)
     runner = JobRunner(settings, list(settings.link_jobs), JobLoop(fetcher, scheduler, stop), mode=JobMode(once=True))
     runner.open()

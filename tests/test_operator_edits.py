@@ -21,7 +21,7 @@ from parser.core import logs
 from parser.core.errors import StorageError
 from parser.core.record import RECORD_FIELDS, RECORD_LAYOUT, record_hash
 from parser.pipeline.dedup import open_uniqueness
-from parser.pipeline.sink import Sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 from parser.pipeline.staging import repair_torn_tail
 from parser.sources.source_schedule import SourceSchedule
 from parser.sources.state import SourceState
@@ -48,8 +48,8 @@ def record(n: int) -> dict:
 
 
 def open_items_sink(staging: Path) -> Sink:
-    return Sink(table="items", columns=RECORD_FIELDS, unique_fields=["link"], staging_dir=staging,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm=ALGORITHM)
+    return Sink(table="items", columns=RECORD_FIELDS, unique=UniqueRule(["link"], "hashfile", ALGORITHM),
+                files=SinkFiles(staging))
 
 
 def flush_and_read(sink: Sink, folder: Path) -> list[dict]:

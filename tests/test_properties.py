@@ -17,7 +17,7 @@ from parser.adapters.feed import _record
 from parser.adapters.sanitize import finish_record
 from parser.core.record import LIST_FIELDS, RECORD_FIELDS
 from parser.core.urls import canonical_url
-from parser.pipeline.sink import Sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 from parser.pipeline.staging import StagingFile
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -77,8 +77,8 @@ records = st.lists(st.fixed_dictionaries({f: cell for f in RECORD_FIELDS}), min_
 def test_any_text_survives_staging_and_flush_unchanged(batch):
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
-        sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields=RECORD_FIELDS, staging_dir=folder,
-                    csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
+        sink = Sink(table="items", columns=RECORD_FIELDS, unique=UniqueRule(RECORD_FIELDS, "hashfile", "sha224"),
+                    files=SinkFiles(folder))
         staged = sink.stage(batch)
         sink.save()
         # A restart reads the staging file back: nothing in it may look torn.

@@ -87,3 +87,23 @@ def test_the_polled_line_is_the_runs_totals_since_the_last_one():
     line = stats.since_last()
     assert (line.polls, line.sources, line.new, line.seconds) == (1, 1, 0, 0.0)
     assert run_info.totals["polls"] == 4  # the run's totals go on: the line counts from its mark
+
+
+# The sink's and the fetcher's own modules (and the job's sink, a Sink grown) may use their parts; no other.
+SINK_OWNERS = {"pipeline/sink.py", "jobs/job_sink.py", "fetch/http.py"}
+REACH = re.compile(r"\b(?:sink|fetcher)\.\w+\.\w+|\bfetcher\.\w+\s*=[^=]")
+
+
+def test_no_module_reaches_through_a_sink_or_the_fetcher():
+    """Callers ask a sink (or the fetcher) for what they need through its own methods (sink.check_history(db),
+    sink.table_spec(), sink.compact_hashes(), fetcher.hold_crawl()); none reaches into its history, hashes,
+    staging file or host slots, nor replaces a part of it after it is built."""
+    found = []
+    for path in sorted(PARSER.rglob("*.py")):
+        rel = path.relative_to(PARSER).as_posix()
+        if rel in SINK_OWNERS:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if REACH.search(line.split("#")[0]):
+                found.append(f"parser/{rel}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

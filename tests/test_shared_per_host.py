@@ -75,10 +75,8 @@ def _items_table(pg_url: str) -> bool:
 
 
 def shared_fetcher(db_url: str, deadline: float) -> Fetcher:
-    fetcher = Fetcher(user_agent="test", timeout=deadline, deadline=deadline, max_bytes=1 << 20, max_redirects=3,
-                      per_host=1)
-    fetcher.slots = SharedHostSlots(db_url, 1, deadline, threading.Event())
-    return fetcher
+    return Fetcher(user_agent="test", timeout=deadline, deadline=deadline, max_bytes=1 << 20, max_redirects=3,
+                   per_host=1, slots=SharedHostSlots(db_url, 1, deadline, threading.Event()))
 
 
 @pytest.mark.postgres

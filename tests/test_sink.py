@@ -14,12 +14,12 @@ import pytest
 
 from db.store import Database
 from parser.core.record import RECORD_FIELDS
-from parser.pipeline.sink import Sink
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 
 
 def open_items_sink(staging: Path) -> Sink:
-    return Sink(table="items", columns=RECORD_FIELDS, unique_fields="auto", staging_dir=staging,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
+    return Sink(table="items", columns=RECORD_FIELDS, unique=UniqueRule("auto", "hashfile", "sha224"),
+                files=SinkFiles(staging))
 
 
 def entry(n: int, title: str | None = None, source: str = "news") -> dict:

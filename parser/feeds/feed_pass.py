@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING, TextIO
@@ -63,20 +63,41 @@ def polled_at(source: Source, state: SourceState) -> Source:
     return replace(source, url=address)
 
 
+@dataclass(frozen=True)
+class FeedLoop:
+    """What the feed pass shares of the daemon's loop: the fetcher (and its host slots), the scheduler its
+    polls are work items of, the event that stops the daemon, the clock the schedule runs on and the wall
+    clock a record's `fetched` is stamped with."""
+    fetcher: Fetcher
+    scheduler: Scheduler
+    stop: threading.Event
+    clock: Callable[[], float]
+    wall: Callable[[], float]
+
+
+@dataclass(frozen=True)
+class FeedMode:
+    """What the run asks of the feed pass: --once, --source (`named`), --dry-run (its records printed on
+    `out`, stdout unless given)."""
+    once: bool = False
+    named: bool = False
+    dry_run: bool = False
+    out: TextIO | None = None
+
+
 class FeedPass:
-    def __init__(self, settings: Settings, sources: list[Source], *, listened: list[Source], fetcher: Fetcher,
-                 scheduler: Scheduler, run_info: RunInfo, clock: Callable[[], float], wall: Callable[[], float],
-                 stop: threading.Event, once: bool, named: bool, parts: Parts, dry_run: bool, out: TextIO,
-                 polled: Polled = lambda source, state, ok: None):
+    def __init__(self, settings: Settings, sources: list[Source], *, listened: list[Source], loop: FeedLoop,
+                 mode: FeedMode, run_info: RunInfo, parts: Parts, polled: Polled = lambda source, state, ok: None):
         """`sources`: the polled ones; `listened`: the pushed ones, whose records the inbox brings
-        (parser/push/webhook.py, parser/push/websub.py); `named`: started with --source; `parts`: this
-        daemon's or the group's (parser/group/parts.py); `polled`: called after each poll is taken. Opens
-        the schedule and the states (state.json, or the group's), then the feeds' sink (table `items`;
-        --dry-run: a PrintSink writing to `out`, and the states in memory only)."""
+        (parser/push/webhook.py, parser/push/websub.py); `parts`: this daemon's or the group's
+        (parser/group/parts.py); `polled`: called after each poll is taken. Opens the schedule and the
+        states (state.json, or the group's), then the feeds' sink (table `items`; --dry-run: a PrintSink
+        writing to `mode.out`, and the states in memory only)."""
+        fetcher, dry_run = loop.fetcher, mode.dry_run
         self.settings, self.sources, self.listened = settings, sources, listened
-        self.scheduler, self.clock, self.wall, self.stop = scheduler, clock, wall, stop
-        self.once, self.parts, self.polled = once, parts, polled
-        self.schedule = self._open_schedule(fetcher, named=named, dry_run=dry_run)
+        self.scheduler, self.clock, self.wall, self.stop = loop.scheduler, loop.clock, loop.wall, loop.stop
+        self.once, self.parts, self.polled = mode.once, parts, polled
+        self.schedule = self._open_schedule(fetcher, named=mode.named, dry_run=dry_run)
         # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
         # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored).
@@ -88,7 +109,7 @@ class FeedPass:
                                       settings.staging_dir / "hashes.txt")
             self.sink = open_sink(settings, table="items", columns=RECORD_FIELDS,
                                   unique_fields=settings.unique_fields, staging_dir=settings.staging_dir,
-                                  dry_run=dry_run, out=out, updates=settings.items_updates,
+                                  dry_run=dry_run, out=mode.out, updates=settings.items_updates,
                                   known=self.known if remember else None)
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
@@ -112,7 +133,7 @@ class FeedPass:
         full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
                              None if dry_run else remember_path(settings.staging_dir)) \
             if any(src.full_text for src in sources) else None
-        self.poller = Poller(fetcher, stop=stop, max_wait=settings.deadline, rates=parts.rate_limits(),
+        self.poller = Poller(fetcher, stop=self.stop, max_wait=settings.deadline, rates=parts.rate_limits(),
                              full_text=full_text, cpu=self.cpu)
 
     def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> Schedule[Source]:
@@ -121,7 +142,7 @@ class FeedPass:
         schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX), spread=not self.once)
         now = self.clock()
         for state in list(schedule.states.values()):  # a source's Retry-After holds its host's crawl too
-            fetcher.slots.hold_crawl(state.address(), state.not_before - now)
+            fetcher.hold_crawl(state.address(), state.not_before - now)
         return schedule
 
     def open_push(self, fetcher: Fetcher) -> None:

@@ -294,14 +294,15 @@ class Fetcher:
     """One pooled requests session shared by the worker threads."""
 
     def __init__(self, *, user_agent: str, timeout: float, deadline: float, max_bytes: int,
-                 max_redirects: int, per_host: int, pool_size: int = 32,
-                 stop: threading.Event | None = None):
+                 max_redirects: int, per_host: int, pool_size: int = 32, slots: HostSlots | None = None):
+        """`slots`: the host slots every request asks (PER_HOST, pacing, holds), the daemon's or the group's
+        (parser/group/parts.py), their `stop` the fetcher's; none given: its own, never stopped."""
         self.timeout = timeout
         self.deadline = deadline
         self.max_bytes = max_bytes
         self.max_redirects = max_redirects
-        self.slots = HostSlots(per_host, stop=stop)  # every request asks it: PER_HOST, pacing, holds
-        self.stop = stop or threading.Event()
+        self.slots = slots if slots is not None else HostSlots(per_host)
+        self.stop = self.slots.stop
         self.wall = wall  # judges a Last-Modified when the server sends no Date
         self._pooling = (user_agent, pool_size, per_host)
         self.session = _session(*self._pooling)
@@ -311,6 +312,10 @@ class Fetcher:
         for session in self._sessions:
             session.close()
         self.slots.close()
+
+    def hold_crawl(self, url: str, seconds: float) -> None:
+        """A source's Retry-After holds its host's crawl too (parser/fetch/host_slots.py)."""
+        self.slots.hold_crawl(url, seconds)
 
     def get(self, url: str, *, headers: Mapping[str, str] | None = None, etag: str | None = None,
             last_modified: str | None = None, accept: str | None = None,

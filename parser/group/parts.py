@@ -31,8 +31,8 @@ class Parts(Protocol):
     shared: bool  # for the few choices that are no object: --once's claims, a job's refresh
     job_files: type[JobFiles]
 
-    def host_slots(self, alone: HostSlots, stop: threading.Event) -> HostSlots:
-        """The fetcher's host slots: `alone`, its own, or the group's."""
+    def host_slots(self, stop: threading.Event) -> HostSlots:
+        """The fetcher's host slots (the scheduler's too): this daemon's, or the group's."""
 
     def schedule(self, clock: Callable[[], float], *, every: Callable[[], Sequence[Source]], named: bool,
                  state_path: Path | None) -> Schedule[Source]:
@@ -57,8 +57,8 @@ class Alone:
     def __init__(self, settings: Settings):
         self.settings = settings
 
-    def host_slots(self, alone: HostSlots, stop: threading.Event) -> HostSlots:
-        return alone
+    def host_slots(self, stop: threading.Event) -> HostSlots:
+        return HostSlots(self.settings.per_host, stop=stop)
 
     def schedule(self, clock: Callable[[], float], *, every: Callable[[], Sequence[Source]], named: bool,
                  state_path: Path | None) -> Schedule[Source]:
@@ -91,7 +91,7 @@ class InGroup(Alone):
     def daemon_name(self) -> str | None:
         return f"{socket.gethostname()}:{os.getpid()}"
 
-    def host_slots(self, alone: HostSlots, stop: threading.Event) -> HostSlots:
+    def host_slots(self, stop: threading.Event) -> HostSlots:
         from .shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)
         s = self.settings
         return SharedHostSlots(s.db_url, s.per_host, s.deadline, stop)

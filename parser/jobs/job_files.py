@@ -9,6 +9,7 @@ which prints them. That choice is made here, once, when the job's files are open
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -19,12 +20,11 @@ from linkgen.linkfile import LinkFile, Links, Mark
 from ..adapters.extract import blank_values, compile_selector
 from ..core.jsonfile import read_object, write_whole
 from ..fetch.host_slots import MAX_HOLD
-from ..pipeline.sink import Sink, open_sink
-from ..pipeline.staging import read_rows
+from ..pipeline.sink import SinkFiles, UniqueRule
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from ..sources.state import SLACK
-from .job_sink import JobSink
+from .job_sink import JobPrintSink, JobRecordSink, JobSink
 
 log = logging.getLogger("parser")
 
@@ -44,11 +44,12 @@ class JobFiles:
         # --dry-run: the files read as they are, every change kept in memory, the records printed.
         self.links = self._open_links(settings, clock)
         self.updates = job.updates or settings.updates  # the job's own `updates`, else UPDATES
-        self.sink = open_sink(settings, table=job.name, columns=job.columns, unique_fields=job.unique_fields,
-                              staging_dir=self.folder, dry_run=True, out=out) if dry_run else \
-            JobSink(table=job.name, columns=job.columns, unique_fields=job.unique_fields, staging_dir=self.folder,
-                    csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
-                    setting=f"unique_fields of job {job.name!r} (LINK_JOBS)", unique_window=settings.unique_window,
+        unique = UniqueRule(job.unique_fields, settings.dedup, settings.hash,
+                            setting=f"unique_fields of job {job.name!r} (LINK_JOBS)", window=settings.unique_window)
+        self.sink: JobRecordSink = \
+            JobPrintSink(table=job.name, columns=job.columns, unique=unique, files=SinkFiles(self.folder),
+                         out=out or sys.stdout) if dry_run else \
+            JobSink(table=job.name, columns=job.columns, unique=unique, files=SinkFiles(self.folder),
                     updates=self.updates, kinds=job.kinds)
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
             if job.harvest else None
@@ -110,15 +111,8 @@ class JobFiles:
 
     def recover_staged(self) -> int:
         """Links whose records reached the staging CSV but whose 'done' line a crash cut off: mark them."""
-        if not isinstance(self.sink, Sink):
-            return 0  # a PrintSink (--dry-run) stages nothing, so nothing of it was cut off
-        staging = self.sink.staging
-        staged: dict[str, None] = {}
-        for path in [*staging.batches(), staging.path]:
-            if path.exists():
-                for row in read_rows(path):
-                    if row.get("url"):
-                        staged[row["url"]] = None
+        # A PrintSink (--dry-run) stages nothing, so nothing of it was cut off.
+        staged = {row["url"]: None for row in self.sink.staged_rows() if row.get("url")}
         if not staged:
             return 0
         # One pass over links.txt finds their lines; no map of every link's URL is built for this.

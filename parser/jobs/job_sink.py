@@ -2,6 +2,8 @@
 fields' declared kinds (typed columns, db/schema.py) and `gone`, the time an object was found gone at its
 address (a 404/410 at two revisits in a row, parser/jobs/pass2.py). The row is never deleted.
 
+Under --dry-run a JobPrintSink takes its place: the PrintSink, noting no gone object (it writes nothing).
+
 A gone object is noted in gone.txt (`time <tab> URL`, appended and fsynced before its link's status says
 gone, so a kill loses none) and written at the flush, after the staged records, by
 `UPDATE <job> SET gone = time WHERE url = URL AND gone IS NULL`: doing it twice changes nothing, so the
@@ -13,29 +15,42 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
+from db.schema import TableSpec
 from db.store import Database
 
 from ..core import durable
 from ..core.dates import iso
 from ..core.errors import StorageError
-from ..pipeline.sink import FlushCount, Sink
+from ..pipeline.sink import FlushCount, PrintSink, RecordSink, Sink
 
 log = logging.getLogger("parser")
 GONE_FILE = "gone.txt"
 GONE_FLUSHING = "gone.flushing.txt"
 
 
+class JobRecordSink(RecordSink, Protocol):
+    """Where pass 2 stages a job's records: its JobSink, or --dry-run's JobPrintSink in its place."""
+
+    def gone(self, url: str, at: float) -> None:
+        """The object at `url` was found gone at `at` (epoch)."""
+        ...
+
+
 class JobSink(Sink):
     def __init__(self, *, kinds: Mapping[str, str], **kwargs: Any):
         super().__init__(**kwargs)
-        self.kinds = dict(kinds)  # read by flush_all.prepare_tables, which makes the table at start
+        self.kinds = dict(kinds)  # its table's typed columns, made at start (flush_all.prepare_tables)
+
+    def table_spec(self) -> TableSpec:
+        return replace(super().table_spec(), kinds=self.kinds)
 
     def gone(self, url: str, at: float) -> None:
         """The object at `url` was found gone at `at` (epoch): kept for the flush (durably, before the link's
@@ -73,6 +88,13 @@ class JobSink(Sink):
                     from None
             log.info("flush: %d rows of %s marked gone (their page answered 404/410 twice)", max(done, 0), self.table)
         os.remove(flushing)
+
+
+class JobPrintSink(PrintSink):
+    """--dry-run's sink of a job: a PrintSink, which writes nothing, a gone object's mark included."""
+
+    def gone(self, url: str, at: float) -> None:
+        pass
 
 
 def _read_gone(path: Path) -> list[tuple[str, str]]:

@@ -45,7 +45,6 @@ from ..settings.link_jobs import LinkJob
 from .job_context import JobContext
 from .job_files import JobFiles
 from .job_run import JobRun
-from .job_sink import JobSink
 from .outcomes import (
     Abandoned,
     Barred,
@@ -351,8 +350,7 @@ class Pass2:
             case Gone(error), Revisit() as last:
                 if last.missed:
                     run.count("gone_rows")
-                    if isinstance(files.sink, JobSink):
-                        files.sink.gone(url, self.ctx.clock())
+                    files.sink.gone(url, self.ctx.clock())  # a dry run's sink writes nothing
                     self.ctx.error(files, url, error or "gone", "gone at two visits in a row: its row is "
                                                                 "marked gone (kept, not deleted)")
                 else:

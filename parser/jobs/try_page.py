@@ -17,6 +17,7 @@ from ..adapters.extract import blank_values, compile_selector, extract_fields
 from ..adapters.field_types import typed_values
 from ..core.errors import printable
 from ..core.jsonfile import read_object
+from ..fetch.host_slots import HostSlots
 from ..fetch.http import Fetcher
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
@@ -47,14 +48,15 @@ class Tried:
 def try_page(settings: Settings, job: LinkJob, url: str, *, clock: Callable[[], float] = time.time) -> Tried:
     """Fetch `url` as `job`'s pass 2 would and extract its fields. FetchError when the page could not be
     fetched (refused by robots.txt, its host held, an HTTP error), ParseError when it is no HTML page."""
+    slots = HostSlots(settings.per_host)
     fetcher = Fetcher(user_agent=settings.user_agent, timeout=settings.timeout, deadline=settings.deadline,
                       max_bytes=settings.max_bytes, max_redirects=settings.max_redirects,
-                      per_host=settings.per_host, pool_size=1)
+                      per_host=settings.per_host, pool_size=1, slots=slots)
     try:
-        _hold_as_the_job_would(job, settings, fetcher, clock())
+        _hold_as_the_job_would(job, settings, slots, clock())
         started = time.monotonic()
-        response, doc = fetch_object_page(job, url, fetcher=fetcher, host_slots=fetcher.slots,
-                                   robots=Robots(fetcher, settings.user_agent, clock=clock, gate=fetcher.slots))
+        response, doc = fetch_object_page(job, url, fetcher=fetcher, host_slots=slots,
+                                          robots=Robots(fetcher, settings.user_agent, clock=clock, gate=slots))
         seconds = time.monotonic() - started
     finally:
         fetcher.close()
@@ -67,12 +69,12 @@ def try_page(settings: Settings, job: LinkJob, url: str, *, clock: Callable[[], 
                  size=len(response.body), seconds=seconds, fields=fields)
 
 
-def _hold_as_the_job_would(job: LinkJob, settings: Settings, fetcher: Fetcher, now: float) -> None:
+def _hold_as_the_job_would(job: LinkJob, settings: Settings, slots: HostSlots, now: float) -> None:
     """A pause a host asked the job for (Retry-After, kept in its state.json) holds this request too."""
     holds = (read_object(job_folder(settings.staging_dir, job.name) / "state.json") or {}).get("holds")
     for host, until in (holds.items() if isinstance(holds, dict) else ()):
         if isinstance(until, (int, float)) and until > now:
-            fetcher.slots.hold(host, until - now)
+            slots.hold(host, until - now)
 
 
 def format_tried(job: LinkJob, asked: str, tried: Tried) -> str:

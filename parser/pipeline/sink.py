@@ -11,12 +11,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TextIO, cast
+from typing import NamedTuple, Protocol, TextIO, cast
 
 from db.bulk import Loaded
+from db.schema import TableSpec
 from db.store import Database
 from db.upsert import Updates
 
@@ -24,11 +25,12 @@ from ..core.errors import RecordRefusedError, StorageError
 from ..core.record import AnyRecord, StagedRecord, record_digest, safe_record
 from .batch_read import read_parts
 from .dedup import Uniqueness, open_uniqueness
+from .hash_window import Compacted
 from .history import History
 from .identity import Identity
 from .known import KnownDigests, short_key
 from .quarantine import set_aside
-from .staging import ESCAPED_START, StagingFile, read_header
+from .staging import ESCAPED_START, StagingFile, read_header, read_rows
 
 log = logging.getLogger("parser")
 
@@ -43,6 +45,27 @@ class Staged:
     updates: list[StagedRecord] = field(default_factory=list)
     changed: int = 0
     digests: dict[str, str] = field(default_factory=dict)  # key -> digest of every entry of the batch
+
+
+@dataclass(frozen=True)
+class SinkFiles:
+    """Where a sink keeps its files: its folder, the staging CSV's name there and the hash file's stem
+    (parser/pipeline/dedup.py)."""
+    staging_dir: Path
+    csv_name: str = "staging.csv"
+    hash_stem: str = "hashes"
+
+
+@dataclass(frozen=True)
+class UniqueRule:
+    """How a sink tells a record staged before: `fields`, "auto" or a list of fields (parser/pipeline/identity.py),
+    named `setting` in params.py; DEDUP's mode and HASH's algorithm; `window`: UNIQUE_WINDOW in seconds
+    (parser/pipeline/hash_window.py), which a dry run's read-only check does not use."""
+    fields: str | Sequence[str]
+    dedup_mode: str
+    algorithm: str
+    setting: str = "UNIQUE_FIELDS"
+    window: float | None = None
 
 
 class FlushCount(NamedTuple):
@@ -66,22 +89,21 @@ class Batch(NamedTuple):
     updates: bool = False  # stage an entry stored before whose digest changed (UPDATES is not "ignore")
 
 
-def select_new(records: Sequence[AnyRecord], dedup: Uniqueness, identity: Identity, seen: set[str] | None = None,
-               feed_links: Iterable[str] = (), keys: Sequence[str] | None = None, *,
-               digests: Mapping[str, str] | None = None, previous: Mapping[str, str] | None = None,
-               updates: bool = False) -> Staged:
-    """Key each record (parser/pipeline/identity.py: one poll's records together, `feed_links` being the feed's
-    own addresses; or `keys` given, taken with the same rules where the body was parsed) and keep, with its
-    `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's earlier batches);
-    the uniqueness check is asked once per batch. With `updates`, a record stored before is kept too (it
-    updates its row at the flush) when its digest differs from `previous`'s or `previous` lacks it (stored,
-    but not by the source's last poll that was kept: a kill between the hash file's save and the digests'),
-    and every one when `previous` is None."""
+def select_new(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str] | None = None) -> Staged:
+    """Key each of the batch's records (parser/pipeline/identity.py: one poll's records together, `feed_links`
+    being the feed's own addresses; or `keys` given, taken with the same rules where the body was parsed) and
+    keep, with its `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's
+    earlier batches); the uniqueness check is asked once per batch. With `updates`, a record stored before is
+    kept too (it updates its row at the flush) when its digest differs from `previous`'s or `previous` lacks
+    it (stored, but not by the source's last poll that was kept: a kill between the hash file's save and the
+    digests'), and every one when `previous` is None. The batch's `known` entries are not counted here."""
+    records, keys, digests, previous, updates = batch.records, batch.keys, batch.digests, batch.previous, \
+        batch.updates
     # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
     # text no UTF-8 file or database can hold is made safe here, before the key is taken.
     records = [safe_record(record) for record in records]
     if keys is None:
-        identified = identity.identify(records, feed_links)
+        identified = identity.identify(records, batch.feed_links)
         records, keys = identified.records, identified.keys
     unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
@@ -108,8 +130,7 @@ def _hashed(key: str, record: AnyRecord) -> StagedRecord:
 
 
 def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]) -> Staged:
-    staged = select_new(batch.records, dedup, identity, seen, feed_links=batch.feed_links, keys=batch.keys,
-                        digests=batch.digests, previous=batch.previous, updates=batch.updates)
+    staged = select_new(batch, dedup, identity, seen)
     staged.duplicates += batch.known
     return staged
 
@@ -133,26 +154,43 @@ def _shown(value: object) -> object:
 
 
 class Sink:
-    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 setting: str = "UNIQUE_FIELDS", unique_window: float | None = None,
+    def __init__(self, *, table: str, columns: Sequence[str], unique: UniqueRule, files: SinkFiles,
                  updates: str | Updates = "update", known: KnownDigests | None = None):
-        """`unique_fields`: "auto" or a list of fields (parser/pipeline/identity.py), `setting` its name
-        in params.py; `unique_window`: UNIQUE_WINDOW in seconds (parser/pipeline/hash_window.py); `updates`:
-        the table's UPDATES mode at the flush, or its sources' (db/upsert.py); `known`: the feeds' sink's,
-        each source's last poll (parser/pipeline/known.py), saved with the hashes."""
+        """`unique`: how a record staged before is told (its key's fields, DEDUP, HASH, UNIQUE_WINDOW);
+        `files`: where the staging CSV and hashes are; `updates`: the table's UPDATES mode at the flush, or
+        its sources' (db/upsert.py); `known`: the feeds' sink's, each source's last poll
+        (parser/pipeline/known.py), saved with the hashes."""
         self.table = table
         self.updates = updates
         self.columns = ("hash", *columns)
-        self.identity = Identity(unique_fields, algorithm, table=table)
-        self.folder = staging_dir
+        self.identity = Identity(unique.fields, unique.algorithm, table=table)
+        self.folder = staging_dir = files.staging_dir
         # Before any file opens: hashes of another rule are refused, naming the setting's old value.
-        self.history = History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm,
-                               unique_fields=unique_fields, setting=setting)
+        self.history = History(staging_dir, files.hash_stem, dedup_mode=unique.dedup_mode, algorithm=unique.algorithm,
+                               unique_fields=unique.fields, setting=unique.setting)
         self.history.check_rule()
-        self.staging = StagingFile(staging_dir / csv_name, self.columns)
-        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, window=unique_window)
+        self.staging = StagingFile(staging_dir / files.csv_name, self.columns)
+        self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, staging_dir, unique.algorithm, files.hash_stem,
+                                                 window=unique.window)
         self.known = known
+
+    def table_spec(self) -> TableSpec:
+        """What the database makes this sink's table from (flush_all.prepare_tables, at start)."""
+        return TableSpec(self.table, self.columns, None, history=_keeps_history(self.updates))
+
+    def check_history(self, db: Database) -> None:
+        """At start: refuse a database these hashes were not flushed into (parser/pipeline/history.py)."""
+        self.history.check_database(db, self.table)
+
+    def compact_hashes(self) -> Compacted | None:
+        """UNIQUE_WINDOW: the hashes older than the window out of the hash file, at most once a day."""
+        return self.dedup.compact()
+
+    def staged_rows(self) -> Iterator[dict[str, str]]:
+        """Every row staged and not flushed yet: the batches rotated for a flush, then the staging CSV."""
+        for path in [*self.staging.batches(), self.staging.path]:
+            if path.exists():
+                yield from read_rows(path)
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
@@ -250,23 +288,36 @@ class PrintSink:
     own records; show() prints the records that would be staged (JSON lines on `out`, stdout: `| jq` reads
     them), say() the `#` comment lines about them on `notes` (stderr unless given)."""
 
-    def __init__(self, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-                 staging_dir: Path, csv_name: str, hash_stem: str, dedup_mode: str, algorithm: str,
-                 out: TextIO, setting: str = "UNIQUE_FIELDS", notes: TextIO | None = None):
+    def __init__(self, *, table: str, columns: Sequence[str], unique: UniqueRule, files: SinkFiles, out: TextIO,
+                 notes: TextIO | None = None):
         self.table = table
         self.columns = ("hash", *columns)
-        self.identity = Identity(unique_fields, algorithm, table=table)
-        self.history = History(staging_dir, hash_stem, dedup_mode=dedup_mode, algorithm=algorithm,
-                               unique_fields=unique_fields, setting=setting, read_only=True)
+        self.identity = Identity(unique.fields, unique.algorithm, table=table)
+        self.history = History(files.staging_dir, files.hash_stem, dedup_mode=unique.dedup_mode,
+                               algorithm=unique.algorithm, unique_fields=unique.fields, setting=unique.setting,
+                               read_only=True)
         self.history.check_rule()  # what a real run would refuse, refused
-        self.dedup: Uniqueness = open_uniqueness(dedup_mode, staging_dir, algorithm, hash_stem, read_only=True)
+        self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, files.staging_dir, unique.algorithm,
+                                                 files.hash_stem, read_only=True)
         self.seen: set[str] = set()  # this run's digests: the read-only check does not take new ones
         self.out = out
         self.notes = notes
         self.updates: str | Updates = "ignore"  # writes nothing, so keeps no versions
 
+    def table_spec(self) -> TableSpec:
+        return TableSpec(self.table, self.columns, None, history=False)
+
+    def check_history(self, db: Database) -> None:
+        self.history.check_database(db, self.table)
+
+    def compact_hashes(self) -> Compacted | None:
+        return self.dedup.compact()
+
+    def staged_rows(self) -> Iterator[dict[str, str]]:
+        return iter(())  # nothing is staged
+
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
-        return select_new(records, self.dedup, self.identity, self.seen, feed_links=feed_links)
+        return select_new(Batch(records, feed_links), self.dedup, self.identity, self.seen)
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
         return [_checked(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
@@ -296,10 +347,20 @@ class PrintSink:
 class RecordSink(Protocol):
     """Where a technique stages its records: a table's Sink, or --dry-run's PrintSink in its place."""
     table: str
-    columns: tuple[str, ...]
-    updates: str | Updates  # UPDATES for its table (db/upsert.py): "history" keeps `<table>_versions`
-    history: History
-    dedup: Uniqueness
+
+    def table_spec(self) -> TableSpec:
+        """Its table's name, columns, kinds and whether it keeps `<table>_versions` (UPDATES "history")."""
+        ...
+
+    def check_history(self, db: Database) -> None:
+        """Refuse a database the hashes were not flushed into (SettingsError: exit 2)."""
+        ...
+
+    def compact_hashes(self) -> Compacted | None: ...
+
+    def staged_rows(self) -> Iterator[dict[str, str]]:
+        """The rows staged and not flushed yet."""
+        ...
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged: ...
 
@@ -320,7 +381,7 @@ class RecordSink(Protocol):
     def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None: ...
 
 
-__all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "Staged", "StorageError"]
+__all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "SinkFiles", "Staged", "StorageError", "UniqueRule"]
 
 
 class SinkSettings(Protocol):
@@ -340,9 +401,13 @@ def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], uni
     `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `known`: the feeds' digests, a real
     run's only."""
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
-    kwargs: dict[str, Any] = dict(table=table, columns=columns, unique_fields=unique_fields, staging_dir=staging_dir,
-                  csv_name="staging.csv", hash_stem="hashes", dedup_mode=settings.dedup, algorithm=settings.hash,
-                  setting=setting)
+    unique = UniqueRule(unique_fields, settings.dedup, settings.hash, setting, window=settings.unique_window)
+    files = SinkFiles(staging_dir)
     if dry_run:
-        return PrintSink(out=out or sys.stdout, **kwargs)
-    return Sink(unique_window=settings.unique_window, updates=updates, known=known, **kwargs)
+        return PrintSink(table=table, columns=columns, unique=unique, files=files, out=out or sys.stdout)
+    return Sink(table=table, columns=columns, unique=unique, files=files, updates=updates, known=known)
+
+
+def _keeps_history(updates: str | Updates) -> bool:
+    """Whether a sink's UPDATES (one mode, or the table's with its sources' own) keeps any row's versions."""
+    return (updates if isinstance(updates, Updates) else Updates(updates)).widest == "history"
