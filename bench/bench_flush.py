@@ -46,7 +46,7 @@ from db.store import Database  # noqa: E402
 from db.upsert import NOW  # noqa: E402
 from parser.core.record import RECORD_FIELDS  # noqa: E402
 from parser.pipeline.batch_read import read_parts  # noqa: E402
-from parser.pipeline.sink import Sink  # noqa: E402
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule  # noqa: E402
 from parser.pipeline.staging import StagingFile  # noqa: E402
 
 COLUMNS = ("hash", *RECORD_FIELDS)
@@ -99,10 +99,10 @@ def ours(staged: Path, db_url: str) -> tuple[float, float]:
 def flush_folder(folder: Path, db_url: str, search: bool = False) -> None:
     """The child's side of ours() (and of bench_search's flush(), with or without the index): print the CPU
     seconds and then the seconds Sink.flush took (every row must be new)."""
-    sink = Sink(table="items", columns=RECORD_FIELDS, unique_fields="auto", staging_dir=folder,
-                csv_name="staging.csv", hash_stem="hashes", dedup_mode="hashfile", algorithm="sha224")
+    sink = Sink(table="items", columns=RECORD_FIELDS, unique=UniqueRule("auto", "hashfile", "sha224"),
+                files=SinkFiles(folder))
     db = Database(db_url, timeout=60, search=search)
-    pending = sink.staging.pending_rows()
+    pending = sink.pending_rows()
     started, cpu = time.perf_counter(), time.process_time()
     written = sink.flush(db).written
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -144,7 +144,7 @@ def test_a_part_that_fails_leaves_the_batch_for_the_next_flush_which_stores_ever
                 blocker.append(lock_sqlite(path))
             yield part
 
-    monkeypatch.setattr("parser.pipeline.sink.read_parts", locked_after_the_first)
+    monkeypatch.setattr("parser.pipeline.flusher.read_parts", locked_after_the_first)
     with pytest.raises(StorageError, match="locked"):
         sink.flush(db)
     blocker[0].execute("ROLLBACK")

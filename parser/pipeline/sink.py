@@ -1,7 +1,8 @@
 """Where records go after parsing: uniqueness check -> staging CSV -> (flush) -> database table.
 
 A Sink is the same for every kind of record: the cyclic pass has one (table `items`), each
-two-pass job has its own (its own table, CSV and hash file), so uniqueness is per table.
+two-pass job has its own (its own table, CSV and hash file), so uniqueness is per table. It is two
+halves over one staging file: a Stager (parser/pipeline/stager.py) and a Flusher (parser/pipeline/flusher.py).
 --dry-run opens a PrintSink in its place (the one choice, where the run is opened): the same
 interface, the records that would be staged printed, nothing written.
 """
@@ -9,42 +10,28 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol, TextIO, cast
+from typing import Protocol, TextIO
 
-from db.bulk import Loaded
 from db.schema import TableSpec
 from db.store import Database
 from db.upsert import Updates
 
-from ..core.errors import RecordRefusedError, StorageError
-from ..core.record import AnyRecord, StagedRecord, record_digest, safe_record
-from .batch_read import read_parts
+from ..core.errors import StorageError
+from ..core.record import AnyRecord, StagedRecord
 from .dedup import Uniqueness, open_uniqueness
+from .flusher import FlushCount, Flusher
 from .hash_window import Compacted
 from .history import History
 from .identity import Identity
-from .known import KnownDigests, short_key
-from .quarantine import set_aside
-from .staging import ESCAPED_START, StagingFile, read_header, read_rows
+from .known import KnownDigests
+from .stager import Batch, Staged, Stager, check_batch, select_new
+from .staging import StagingFile
 
 log = logging.getLogger("parser")
-
-
-@dataclass
-class Staged:
-    new: list[StagedRecord]  # the new records, each with its `hash`
-    duplicates: int
-    # Records stored before, staged again to update their rows: their digest differs from the last poll's
-    # (`changed` of them), or none was known (a first poll since the digests were lost: the flush changes
-    # the row only where something differs).
-    updates: list[StagedRecord] = field(default_factory=list)
-    changed: int = 0
-    digests: dict[str, str] = field(default_factory=dict)  # key -> digest of every entry of the batch
 
 
 @dataclass(frozen=True)
@@ -68,73 +55,6 @@ class UniqueRule:
     window: float | None = None
 
 
-class FlushCount(NamedTuple):
-    written: int  # rows inserted
-    updated: int  # rows an update changed (an entry edited at its source)
-    already: int  # rows the table held as they were (a batch loaded again, an unchanged entry rechecked)
-    versions: int = 0  # earlier versions of updated rows copied into `<table>_versions` (UPDATES "history")
-
-
-class Batch(NamedTuple):
-    """One poll's (or delivery's) records for stage_many."""
-    records: Sequence[AnyRecord]
-    feed_links: Iterable[str] = ()  # the feed's own addresses (parser/pipeline/identity.py)
-    keys: Sequence[str] | None = None  # taken already where the body was parsed (parser/pipeline/first_read.py)
-    known: int = 0  # entries left unread there as seen by the source's last poll: duplicates
-    # key -> digest, as the parse took them (the records' and the unread entries'); None: from the records.
-    digests: Mapping[str, str] | None = None
-    # The source's last poll's digests (short key -> digest, parser/pipeline/known.py); None: none known, so
-    # an entry stored before is staged again (the flush changes its row only when something differs).
-    previous: Mapping[str, str] | None = None
-    updates: bool = False  # stage an entry stored before whose digest changed (UPDATES is not "ignore")
-
-
-def select_new(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str] | None = None) -> Staged:
-    """Key each of the batch's records (parser/pipeline/identity.py: one poll's records together, `feed_links`
-    being the feed's own addresses; or `keys` given, taken with the same rules where the body was parsed) and
-    keep, with its `hash`, those neither staged before nor already in `seen` (this batch, or a dry run's
-    earlier batches); the uniqueness check is asked once per batch. With `updates`, a record stored before is
-    kept too (it updates its row at the flush) when its digest differs from `previous`'s or `previous` lacks
-    it (stored, but not by the source's last poll that was kept: a kill between the hash file's save and the
-    digests'), and every one when `previous` is None. The batch's `known` entries are not counted here."""
-    records, keys, digests, previous, updates = batch.records, batch.keys, batch.digests, batch.previous, \
-        batch.updates
-    # The one place every record passes (polled, pushed, a job's objects, an inbox left by a crash):
-    # text no UTF-8 file or database can hold is made safe here, before the key is taken.
-    records = [safe_record(record) for record in records]
-    if keys is None:
-        identified = identity.identify(records, batch.feed_links)
-        records, keys = identified.records, identified.keys
-    unseen = dedup.unseen(keys)
-    seen = set() if seen is None else seen
-    fresh: list[StagedRecord] = []
-    staged = Staged(new=fresh, duplicates=0, digests=dict(digests or {}))
-    for record, key in zip(records, keys, strict=True):
-        digest = staged.digests.get(key) or staged.digests.setdefault(key, record_digest(record))
-        if key in seen:
-            continue
-        if key in unseen:
-            seen.add(key)
-            fresh.append(_hashed(key, record))
-        elif updates and (before := None if previous is None else previous.get(short_key(key))) != digest:
-            seen.add(key)
-            staged.updates.append(_hashed(key, record))
-            staged.changed += before is not None  # an edit seen; else a recheck, which the flush may find unchanged
-    staged.duplicates = len(records) - len(fresh) - staged.changed
-    return staged
-
-
-def _hashed(key: str, record: AnyRecord) -> StagedRecord:
-    # A Record unpacked is a Mapping[str, object] to mypy; with "hash" added it is a HashedRecord.
-    return cast(StagedRecord, {"hash": key, **record})
-
-
-def _checked(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str]) -> Staged:
-    staged = select_new(batch, dedup, identity, seen)
-    staged.duplicates += batch.known
-    return staged
-
-
 def print_records(records: Sequence[StagedRecord], out: TextIO, table: str,
                   updates: Sequence[StagedRecord] = ()) -> None:
     """--dry-run's output: a record a line, as JSON, without the hash. "@table" first names the table
@@ -154,6 +74,10 @@ def _shown(value: object) -> object:
 
 
 class Sink:
+    """One table's sink: a Stager (parser/pipeline/stager.py: identity, uniqueness, the staging CSV, the known
+    digests) and a Flusher (parser/pipeline/flusher.py: the batches into the table, the refused rows set
+    aside, the history's marks) over the same staging file."""
+
     def __init__(self, *, table: str, columns: Sequence[str], unique: UniqueRule, files: SinkFiles,
                  updates: str | Updates = "update", known: KnownDigests | None = None):
         """`unique`: how a record staged before is told (its key's fields, DEDUP, HASH, UNIQUE_WINDOW);
@@ -173,6 +97,8 @@ class Sink:
         self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, staging_dir, unique.algorithm, files.hash_stem,
                                                  window=unique.window)
         self.known = known
+        self.stager = Stager(table, self.identity, self.dedup, self.staging, folder=staging_dir, known=known)
+        self.flusher = Flusher(table, self.columns, self.staging, self.history, folder=staging_dir, updates=updates)
 
     def table_spec(self) -> TableSpec:
         """What the database makes this sink's table from (flush_all.prepare_tables, at start)."""
@@ -183,96 +109,32 @@ class Sink:
         self.history.check_database(db, self.table)
 
     def compact_hashes(self) -> Compacted | None:
-        """UNIQUE_WINDOW: the hashes older than the window out of the hash file, at most once a day."""
-        return self.dedup.compact()
+        return self.stager.compact_hashes()
 
     def staged_rows(self) -> Iterator[dict[str, str]]:
-        """Every row staged and not flushed yet: the batches rotated for a flush, then the staging CSV."""
-        for path in [*self.staging.batches(), self.staging.path]:
-            if path.exists():
-                yield from read_rows(path)
+        return self.stager.staged_rows()
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
         """select_new, then append to the CSV durably, and only then remember the hashes."""
         return self.stage_many([Batch(records, feed_links)])[0]
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
-        """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
-        a record two of them share is new in the first only. Return each batch's Staged."""
-        seen: set[str] = set()
-        results = [_checked(Batch(*batch), self.dedup, self.identity, seen) for batch in batches]
-        new = [record for staged in results for record in staged.new]
-        rows = new + [record for staged in results for record in staged.updates]
-        if rows:
-            refused: list[tuple[StagedRecord, str]] = []
-            self.staging.append(rows, refused)
-            for record, error in refused:
-                set_aside(self.folder, self.table, record, error)
-            self.dedup.add(r["hash"] for r in new)  # a set-aside record is not asked for again
-        return results
+        return self.stager.stage_many(batches)
 
     def flush(self, db: Database | None) -> FlushCount:
-        """Load every pending batch into the table; return what was written, updated, already stored.
-
-        Rotate, insert (or update, as `updates` says: db/upsert.py) by hash, commit, then delete the batch:
-        a crash anywhere in between is repaired by doing it again, and a row updated already is left as it
-        is the second time. A batch read here goes in parts of batch_read.PART_CHARS, each committed: after
-        a crash or a failed part, the parts already in are counted as already stored when loaded again.
-        """
+        """Load every pending batch into the table (Flusher.flush); return what was written, updated, already
+        stored."""
         assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
-        self.staging.rotate()
-        written = updated = already = versions = 0
-        for batch in self.staging.batches():
-            loaded, rows = self._load(db, batch)
-            os.remove(batch)
-            written, updated = written + loaded.inserted, updated + loaded.updated
-            already += rows - loaded.inserted - loaded.updated
-            versions += loaded.versions
-        if written or already or updated:  # the mark of the database these hashes went into (pipeline/history.py)
-            self.history.flushed(db, self.table)
-        return FlushCount(written, updated, already, versions)
-
-    def _load(self, db: Database, batch: Path) -> tuple[Loaded, int]:
-        """Load one batch file; return (what was loaded, rows in it). PostgreSQL parses the file itself;
-        when it cannot or refuses something, the file is read here and inserted as rows, a part at a
-        time: the memory a flush takes follows the part, not the file."""
-        loaded = db.insert_file(self.table, self.columns, batch, read_header(batch) or (),
-                                escaped_start=ESCAPED_START, mode=self.updates)
-        if loaded is not None:
-            return loaded
-        done, rows = Loaded(0, 0), 0
-        for cells in read_parts(batch):  # each part inserted (its own transaction) and let go before the next
-            for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
-                numbered = {str(i): cell for i, cell in enumerate(cells.rows[unsafe])}
-                cells.rows[unsafe] = tuple(safe_record(numbered).values())
-            if cells.rows:
-                done += self._insert(db, cells.header, cells.rows)
-            rows += len(cells.rows)
-        return done, rows
-
-    def _insert(self, db: Database, fields: Sequence[str], rows: Sequence[Sequence[str | None]]) -> Loaded:
-        """Insert rows (cells in the order of `fields`); when the database refuses a value, find the
-        refused rows by halving (a few transactions for a few bad rows among thousands), set them aside
-        and insert the others."""
-        try:
-            return db.insert_new(self.table, self.columns, rows, fields=fields, mode=self.updates)
-        except RecordRefusedError as exc:
-            if len(rows) == 1:
-                set_aside(self.folder, self.table, dict(zip(fields, rows[0], strict=True)), str(exc))
-                return Loaded(0, 0)
-        middle = len(rows) // 2
-        return self._insert(db, fields, rows[:middle]) + self._insert(db, fields, rows[middle:])
+        return self.flusher.flush(db)
 
     def pending_rows(self) -> int:
-        return self.staging.pending_rows()
+        return self.stager.pending_rows()
 
     def save(self) -> None:
-        self.dedup.save()
-        if self.known is not None:  # after the hashes: a digest saved never leads the hash it goes with
-            self.known.save()
+        self.stager.save()
 
     def close(self) -> None:
-        self.dedup.close()
+        self.stager.close()
 
     def say(self, text: str) -> None:
         """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
@@ -320,7 +182,7 @@ class PrintSink:
         return select_new(Batch(records, feed_links), self.dedup, self.identity, self.seen)
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
-        return [_checked(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
+        return [check_batch(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
 
     def flush(self, db: Database | None) -> FlushCount:
         return FlushCount(0, 0, 0)
@@ -381,7 +243,8 @@ class RecordSink(Protocol):
     def show(self, records: Sequence[StagedRecord], updates: Sequence[StagedRecord] = ()) -> None: ...
 
 
-__all__ = ["Batch", "PrintSink", "RecordSink", "Sink", "SinkFiles", "Staged", "StorageError", "UniqueRule"]
+__all__ = ["Batch", "FlushCount", "PrintSink", "RecordSink", "Sink", "SinkFiles", "Staged", "StorageError",
+           "UniqueRule", "select_new"]
 
 
 class SinkSettings(Protocol):
