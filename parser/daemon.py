@@ -21,13 +21,11 @@ from typing import TYPE_CHECKING, TextIO
 
 from db.store import Database
 
-from .core import logs
 from .core.clock import ScheduleClock, wall
 from .core.dates import iso
 from .core.errors import StorageError
 from .core.jsonfile import read_object, write_whole
-from .core.lock import FolderLock
-from .core.runinfo import RunInfo, daemon_status_path, kept_coverage
+from .core.runinfo import RunInfo
 from .core.runs import RunLog
 from .core.stats import Stats
 from .core.urls import redact_url
@@ -52,7 +50,6 @@ if TYPE_CHECKING:  # the status page's type for the checker; the module itself i
 
 __all__ = ["Daemon", "RunOptions"]
 log = logging.getLogger("parser")
-NOTES_FILE = "notes.json"  # in STAGING_DIR: the settings' notes said at the last start (Daemon._say_notes)
 EXIT_ALL_FAILED = 4  # --once: every source polled failed (cron tells it from a run that collected)
 CONTROL_TICK = 0.25  # seconds between looks for control requests (parser/operate/control.py) and pushed records
 STOPPED = {True: "stopped on signal; staged records flushed",  # by whether the last flush went through
@@ -77,8 +74,9 @@ class Daemon:
         self.unpolled = unpolled_picks(sources, options)  # --once --source of a webhook: said at start
         if self.unpolled and not self.sources and not self.link_jobs:
             raise ValueError(f"--once has nothing to run: {unpolled_text(self.unpolled)}")
-        self.lock = FolderLock(settings.staging_dir)
-        self.parts = parts_for(settings, dry_run=options.dry_run)  # SHARED read once: alone, or the group's
+        # SHARED and --dry-run read once: alone, the group's, or a dry run's (parser/group/parts.py)
+        self.parts = parts_for(settings, dry_run=options.dry_run, out=out)
+        self.lock = self.parts.folder_lock()
         self.reload = Reload(options, clock=self.clock)  # SIGHUP sets its flag from the start
         self.fetcher: Fetcher | None = None
         self._scheduler: Scheduler | None = None
@@ -91,8 +89,7 @@ class Daemon:
         # (parser/operate/statuspage.py), which reads files and the flushes' health only.
         # The one stats object every component counts into (parser/core/stats.py), saved in daemon.json; the
         # fields' coverage history goes on from the last run's (a dry run keeps nothing, so reads nothing).
-        kept = None if options.dry_run else kept_coverage(daemon_status_path(settings.staging_dir))
-        self.stats = Stats(coverage=kept)
+        self.stats = Stats(coverage=self.parts.kept_coverage())
         self.run_info = RunInfo(pid=os.getpid(), started=iso(self.wall()), params=str(settings.params_path),
                                 stats=self.stats, runs=RunLog(self.parts.daemon_name()))
         self.flushes = FlushRecord(self.run_info, self.wall)
@@ -120,14 +117,11 @@ class Daemon:
     def run(self) -> int:
         """Run until stopped (or every source once with --once); return the process exit code."""
         s = self.settings
-        dry_run = self.options.dry_run  # no log files: errors.log's lines are comment lines among the records
-        logs.setup(None if dry_run else s.log_dir, max_bytes=s.log_max_bytes, backups=s.log_backups,
-                   log_format=s.log_format, errors_on_console=not dry_run)
+        self.parts.setup_logs(s)  # a dry run's: no log files, errors.log's lines are comment lines among the records
         log.info("params: %s", s.params_path)  # first: which file, so a daemon started in the wrong folder says so
         if self.unpolled:
             log.warning("%s", unpolled_text(self.unpolled))
-        if not self.options.dry_run:
-            self.lock.acquire()
+        self.lock.acquire()
         try:
             self._say_notes()
             self._open()
@@ -138,12 +132,11 @@ class Daemon:
     def _say_notes(self) -> None:
         """How the settings were read (an OPML title renamed, a feed listed twice): said in full when they
         differ from the last start's (staging/notes.json), else in one line, so a restart is no noise."""
-        notes = list(self.settings.notes)
-        if self.options.dry_run:
+        notes, path = list(self.settings.notes), self.parts.notes_path()
+        if path is None:  # a dry run's: nothing remembered, every note said
             for note in notes:
                 log.info("params: %s", note)
             return
-        path = self.settings.staging_dir / NOTES_FILE
         last = read_object(path)
         if not notes and last is None:
             return  # nothing to say, nor to remember
@@ -159,9 +152,9 @@ class Daemon:
             pass  # said again at the next start; the staging folder's own writes report a full disk
 
     def _open(self) -> None:
-        """Open what the run writes to. The one place --dry-run is chosen: a PrintSink for the feeds and
-        the jobs' files in memory (parser/jobs/job_files.py); no database, inbox, listener or daemon.json."""
-        s, dry_run = self.settings, self.options.dry_run
+        """Open what the run writes to, from the parts (parser/group/parts.py): a dry run's print their
+        records and keep their states in memory; it has no database, inbox, listener or daemon.json."""
+        s = self.settings
         slots = self.parts.host_slots(self.stop)  # PER_HOST, pacing, holds: one host slot for both
         self.fetcher = Fetcher(user_agent=s.user_agent, timeout=s.timeout, deadline=s.deadline,
                                max_bytes=s.max_bytes, max_redirects=s.max_redirects, per_host=s.per_host,
@@ -169,22 +162,22 @@ class Daemon:
         self._scheduler = Scheduler(s.concurrency, s.per_host, slots)
         self._feeds = FeedPass(s, self.sources, listened=self.listened,
                               loop=FeedLoop(self.fetcher, self.scheduler, self.stop, self.clock, self.wall),
-                              mode=FeedMode(once=self.options.once, named=self.options.picks_sources, dry_run=dry_run,
-                                            out=self.out),
+                              mode=FeedMode(once=self.options.once, named=self.options.picks_sources),
                               run_info=self.run_info, parts=self.parts, polled=self._answer_polled)
         self.techniques.add(self.feeds)
-        if not dry_run:
-            self.db = Database(s.db_url, timeout=s.db_timeout, search=s.search)
+        self.db = self.parts.database()
+        if self.db is not None:
             self.sources_table = SourcesWriter(self.feeds)
             self.feeds.open_push(self.fetcher)
-        if self.link_jobs:  # with --dry-run both passes in memory, their records printed (parser/jobs/runner.py)
+        if self.link_jobs:  # a dry run's: both passes in memory, their records printed (parser/jobs/runner.py)
             jobs = JobRunner(s, self.link_jobs, JobLoop(self.fetcher, self.scheduler, self.stop, self.clock),
-                             mode=JobMode(once=self.options.once, links_only=self.options.links_only, dry_run=dry_run),
-                             out=self.out, parts=JobParts(job_files=self.parts.job_files, shared=self.parts.shared),
+                             mode=JobMode(once=self.options.once, links_only=self.options.links_only),
+                             parts=JobParts(job_files=self.parts.job_files, shared=self.parts.shared,
+                                            max_objects=self.parts.max_objects),
                              runs=self.run_info.runs, stats=self.stats)
             jobs.open()
             self.techniques.add(jobs)
-        if self.db is None:  # --dry-run
+        if self.db is None:  # a dry run: nothing flushed, retained or asked for
             return
         for sink in self.techniques.sinks():
             sink.check_history(self.db)  # hashes flushed elsewhere: refused, exit 2
@@ -232,7 +225,7 @@ class Daemon:
 
     # -- the loop -----------------------------------------------------------------------------------
     def _loop(self) -> int:
-        if not self.options.dry_run:
+        if self.db is not None:
             self.flush("start")  # a crash's leftovers first
         if self.options.once:
             return self._run_once()
@@ -268,7 +261,7 @@ class Daemon:
         self._keep_finished()
         self.techniques.take_pushed()
         self.techniques.summary()
-        if self.options.dry_run:
+        if self.db is None:  # a dry run: nothing to flush
             return self._once_said(0)
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
         if self.stop.is_set():
@@ -356,5 +349,6 @@ class Daemon:
             self._save_run_info()
 
     def _save_run_info(self) -> None:
-        if not self.options.dry_run:
-            self.run_info.save(daemon_status_path(self.settings.staging_dir), iso(self.wall()))
+        path = self.parts.daemon_json()
+        if path is not None:
+            self.run_info.save(path, iso(self.wall()))

@@ -107,7 +107,7 @@ def test_a_changed_hash_of_the_same_width_is_refused(tmp_path):
 
 def test_a_jobs_changed_unique_fields_is_refused_naming_the_job(tmp_path):
     settings = SimpleNamespace(dedup="hashfile", hash="sha224", unique_window=None)
-    kwargs = dict(table="books", columns=["url", "fetched", "title"], staging_dir=tmp_path, dry_run=False)
+    kwargs = dict(table="books", columns=["url", "fetched", "title"], staging_dir=tmp_path)
     first = open_sink(settings, unique_fields=("url",), **kwargs)
     first.stage([{"url": "http://shop.example/book/1", "title": "One"}])
     first.close()

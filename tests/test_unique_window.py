@@ -250,7 +250,7 @@ def test_a_window_is_read_in_seconds(tmp_path, value, seconds):
 def test_a_jobs_hash_file_has_the_window_too(tmp_path):
     settings = SimpleNamespace(dedup="hashfile", hash="sha224", unique_window=3 * DAY)
     sink = open_sink(settings, table="books", columns=["url", "fetched", "title"], unique_fields=("url",),
-                     staging_dir=tmp_path, dry_run=False)
+                     staging_dir=tmp_path)
     assert sink.dedup.window == 3 * DAY
     sink.close()
 

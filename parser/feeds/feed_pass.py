@@ -18,22 +18,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..adapters.parsed import FeedInfo
 from ..core.cpu_pool import CpuPool
 from ..core.errors import FetchError, ParseError, ParseProcessError
-from ..core.record import RECORD_FIELDS, Record, now_iso
+from ..core.record import Record, now_iso
 from ..core.runinfo import RunInfo
 from ..fetch.http import Fetcher, slot_wait
 from ..fetch.scheduler import Scheduler, Work
 from ..group.parts import Parts
 from ..pipeline.filters import over_age
-from ..pipeline.fulltext import FullText, remember_path
+from ..pipeline.fulltext import FullText
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
-from ..pipeline.sink import Batch, RecordSink, Staged, open_sink
+from ..pipeline.sink import Batch, RecordSink, Staged
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule
@@ -77,12 +77,9 @@ class FeedLoop:
 
 @dataclass(frozen=True)
 class FeedMode:
-    """What the run asks of the feed pass: --once, --source (`named`), --dry-run (its records printed on
-    `out`, stdout unless given)."""
+    """What the run asks of the feed pass: --once, --source (`named`)."""
     once: bool = False
     named: bool = False
-    dry_run: bool = False
-    out: TextIO | None = None
 
 
 class FeedPass:
@@ -91,13 +88,13 @@ class FeedPass:
         """`sources`: the polled ones; `listened`: the pushed ones, whose records the inbox brings
         (parser/push/webhook.py, parser/push/websub.py); `parts`: this daemon's or the group's
         (parser/group/parts.py); `polled`: called after each poll is taken. Opens the schedule and the
-        states (state.json, or the group's), then the feeds' sink (table `items`; --dry-run: a PrintSink
-        writing to `mode.out`, and the states in memory only)."""
-        fetcher, dry_run = loop.fetcher, mode.dry_run
+        states (state.json, the group's, or a dry run's in memory), then the feeds' sink (table `items`, or
+        a dry run's PrintSink): both are the parts'."""
+        fetcher = loop.fetcher
         self.settings, self.sources, self.listened = settings, sources, listened
         self.scheduler, self.clock, self.wall, self.stop = loop.scheduler, loop.clock, loop.wall, loop.stop
         self.once, self.parts, self.polled = mode.once, parts, polled
-        self.schedule = self._open_schedule(fetcher, named=mode.named, dry_run=dry_run)
+        self.schedule = self._open_schedule(fetcher, named=mode.named)
         # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
         # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored).
@@ -107,10 +104,7 @@ class FeedPass:
         try:
             self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
                                       settings.staging_dir / "hashes.txt")
-            self.sink = open_sink(settings, table="items", columns=RECORD_FIELDS,
-                                  unique_fields=settings.unique_fields, staging_dir=settings.staging_dir,
-                                  dry_run=dry_run, out=mode.out, updates=settings.items_updates,
-                                  known=self.known if remember else None)
+            self.sink = parts.items_sink(settings, known=self.known if remember else None)
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
             raise
@@ -130,15 +124,13 @@ class FeedPass:
         # without importing it and shares those pages with its siblings.
         self.cpu = CpuPool(settings.parse_processes, preload=PARSE_MODULES,
                            on_demand=settings.parse_on_demand, timeout=settings.deadline)
-        full_text = FullText(fetcher.with_timeout(settings.full_text_timeout),
-                             None if dry_run else remember_path(settings.staging_dir)) \
+        full_text = FullText(fetcher.with_timeout(settings.full_text_timeout), parts.full_text_memory()) \
             if any(src.full_text for src in sources) else None
         self.poller = Poller(fetcher, stop=self.stop, max_wait=settings.deadline, rates=parts.rate_limits(),
                              full_text=full_text, cpu=self.cpu)
 
-    def _open_schedule(self, fetcher: Fetcher, *, named: bool, dry_run: bool) -> Schedule[Source]:
-        schedule = self.parts.schedule(self.clock, every=lambda: self.settings.sources, named=named,
-                                       state_path=None if dry_run else self.settings.staging_dir / "state.json")
+    def _open_schedule(self, fetcher: Fetcher, *, named: bool) -> Schedule[Source]:
+        schedule = self.parts.schedule(self.clock, every=lambda: self.settings.sources, named=named)
         schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX), spread=not self.once)
         now = self.clock()
         for state in list(schedule.states.values()):  # a source's Retry-After holds its host's crawl too

@@ -2,14 +2,13 @@
 
 state.json keeps when pass 1 last finished and the hosts that asked for a pause (429/503 with
 Retry-After) with the time until which they get no request, so a restart or the next --once
-honours the pause too. Under --dry-run every file is read as it is and nothing is written: the
-link file, harvest and state live in memory, and the records go to a PrintSink (parser/pipeline/sink.py),
-which prints them. That choice is made here, once, when the job's files are opened.
+honours the pause too. A dry run opens InMemoryJobFiles in their place (chosen by parser/group/parts.py):
+every file is read as it is and nothing is written: the link file, harvest and state live in memory, and
+the records go to a JobPrintSink (parser/jobs/job_sink.py), which prints them.
 """
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -36,22 +35,17 @@ def job_folder(staging_dir: Path, name: str) -> Path:
 class JobFiles:
     """One job's files: link file, harvest log, sink (staging CSV, hashes) and state.json."""
 
-    def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float], *,
-                 dry_run: bool = False, out: TextIO | None = None):
+    read_only = False  # InMemoryJobFiles: the files read as they are, every change kept in memory
+
+    def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float]):
         self.job = job
         self.folder = job_folder(settings.staging_dir, job.name)
-        self.dry_run = dry_run
-        # --dry-run: the files read as they are, every change kept in memory, the records printed.
         self.links = self._open_links(settings, clock)
         self.updates = job.updates or settings.updates  # the job's own `updates`, else UPDATES
         unique = UniqueRule(job.unique_fields, settings.dedup, settings.hash,
                             setting=f"unique_fields of job {job.name!r} (LINK_JOBS)", window=settings.unique_window)
-        self.sink: JobRecordSink = \
-            JobPrintSink(table=job.name, columns=job.columns, unique=unique, files=SinkFiles(self.folder),
-                         out=out or sys.stdout) if dry_run else \
-            JobSink(table=job.name, columns=job.columns, unique=unique, files=SinkFiles(self.folder),
-                    updates=self.updates, kinds=job.kinds)
-        self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=dry_run) \
+        self.sink = self._open_sink(unique)
+        self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=self.read_only) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
         self.blank = blank_values(self.selectors)  # what a page with nothing on it gives each field
@@ -69,7 +63,11 @@ class JobFiles:
 
     def _open_links(self, settings: Settings, clock: Callable[[], float]) -> Links:
         """The job's link file (SHARED = True: the group's links, parser/group/shared_jobs.py)."""
-        return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.dry_run, refresh=self.job.refresh)
+        return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.read_only, refresh=self.job.refresh)
+
+    def _open_sink(self, unique: UniqueRule) -> JobRecordSink:
+        return JobSink(table=self.job.name, columns=self.job.columns, unique=unique, files=SinkFiles(self.folder),
+                       updates=self.updates, kinds=self.job.kinds)
 
     def _load_state(self) -> dict:
         return read_object(self.state_path) or {}
@@ -89,8 +87,6 @@ class JobFiles:
                 self.holds[host] = now + longest
 
     def _save_state(self, now: float) -> None:
-        if self.dry_run:
-            return  # the state stays in memory
         self.holds = {host: until for host, until in self.holds.items() if until > now}
         self.hold_seconds = {host: s for host, s in self.hold_seconds.items() if host in self.holds}
         write_whole(self.state_path, {"pass1_at": self.pass1_at, "holds": self.holds,
@@ -111,7 +107,7 @@ class JobFiles:
 
     def recover_staged(self) -> int:
         """Links whose records reached the staging CSV but whose 'done' line a crash cut off: mark them."""
-        # A PrintSink (--dry-run) stages nothing, so nothing of it was cut off.
+        # A JobPrintSink (a dry run) stages nothing, so nothing of it was cut off.
         staged = {row["url"]: None for row in self.sink.staged_rows() if row.get("url")}
         if not staged:
             return 0
@@ -127,3 +123,19 @@ class JobFiles:
         self.links.close()
         if self.harvest:
             self.harvest.close()
+
+
+class InMemoryJobFiles(JobFiles):
+    """A dry run's job files: read as they are, written never; the records printed on `out`."""
+    read_only = True
+
+    def __init__(self, job: LinkJob, settings: Settings, clock: Callable[[], float], *, out: TextIO):
+        self.out = out
+        super().__init__(job, settings, clock)
+
+    def _open_sink(self, unique: UniqueRule) -> JobRecordSink:
+        return JobPrintSink(table=self.job.name, columns=self.job.columns, unique=unique,
+                            files=SinkFiles(self.folder), out=self.out)
+
+    def _save_state(self, now: float) -> None:
+        """The state stays in memory."""

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
 
 from linkgen.frontier import HostFrontier
 
@@ -48,36 +48,37 @@ __all__ = ["DRY_RUN_LINKS", "JobLoop", "JobMode", "JobParts", "JobRunner", "job_
 
 @dataclass(frozen=True)
 class JobMode:
-    """What the run asks of the jobs: --once, --links-only (pass 1 only), --dry-run."""
+    """What the run asks of the jobs: --once, --links-only (pass 1 only)."""
     once: bool = False
     links_only: bool = False
-    dry_run: bool = False
+
+
+# How a job's files are opened: (job, settings, clock) -> its files.
+OpenFiles = Callable[[LinkJob, Settings, Callable[[], float]], JobFiles]
 
 
 @dataclass(frozen=True)
 class JobParts:
-    """What the daemon's parts (parser/group/parts.py, a floor above this one) choose for the jobs: the class
-    a job's files open with (with SHARED the group's, parser/group/shared_jobs.py) and whether the links are
-    the group's."""
-    job_files: type[JobFiles] = JobFiles
+    """What the daemon's parts (parser/group/parts.py, a floor above this one) choose for the jobs: how a job's
+    files open (with SHARED the group's, parser/group/shared_jobs.py; a dry run's in memory, printing their
+    records), whether the links are the group's, and how many objects a job fetches at most (None: all)."""
+    job_files: OpenFiles = JobFiles
     shared: bool = False
+    max_objects: int | None = None
 
 
 class JobRunner:
     def __init__(self, settings: Settings, jobs: list[LinkJob], loop: JobLoop, *, mode: JobMode = JobMode(),
-                 out: TextIO | None = None, parts: JobParts = JobParts(), runs: RunLog | None = None,
-                 stats: Stats | None = None):
-        """mode.dry_run: the jobs' files opened in memory with a PrintSink writing to `out`
-        (parser/jobs/job_files.py), at most DRY_RUN_LINKS objects a job; the passes themselves do not know.
+                 parts: JobParts = JobParts(), runs: RunLog | None = None, stats: Stats | None = None):
+        """`parts`: how the jobs' files open (a dry run's in memory, printing their records:
+        parser/jobs/job_files.py) and how many objects a job fetches; the passes themselves do not know.
         `runs`: where each pass 2's row of the `runs` table goes (the daemon's RunInfo.runs); `stats`: the
         daemon's stats object (parser/core/stats.py), which keeps each pass 2's field coverage."""
         self.settings = settings
         self.open_files = parts.job_files
         self.jobs = jobs
-        self.dry_run, self.out = mode.dry_run, out
-        self.ctx = JobContext(settings, loop, once=mode.once or mode.dry_run, links_only=mode.links_only,
-                              max_objects=DRY_RUN_LINKS if mode.dry_run else None, shared=parts.shared, runs=runs,
-                              stats=stats)
+        self.ctx = JobContext(settings, loop, once=mode.once, links_only=mode.links_only,
+                              max_objects=parts.max_objects, shared=parts.shared, runs=runs, stats=stats)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
@@ -92,7 +93,7 @@ class JobRunner:
             if job.refresh and ctx.shared:
                 log.warning("%s  refresh is not applied with SHARED = True (the group's link table keeps no "
                             "revisit times yet): each object is fetched once", job.name)
-            files = self.open_files(job, self.settings, ctx.clock, dry_run=self.dry_run, out=self.out)
+            files = self.open_files(job, self.settings, ctx.clock)
             recovered = files.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",

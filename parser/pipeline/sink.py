@@ -258,17 +258,23 @@ class SinkSettings(Protocol):
 
 
 def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, dry_run: bool, out: TextIO | None = None, updates: str | Updates = "update",
-              known: KnownDigests | None = None) -> RecordSink:
-    """A table's sink with its staging.csv and hashes in `staging_dir`; --dry-run's PrintSink in its place.
-    `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `known`: the feeds' digests, a real
-    run's only."""
+              staging_dir: Path, updates: str | Updates = "update", known: KnownDigests | None = None) -> Sink:
+    """A table's sink with its staging.csv and hashes in `staging_dir`. `updates`: the table's UPDATES mode,
+    or its sources' (db/upsert.py); `known`: the feeds' digests."""
+    return Sink(table=table, columns=columns, unique=_unique_rule(settings, table, unique_fields),
+                files=SinkFiles(staging_dir), updates=updates, known=known)
+
+
+def open_print_sink(settings: SinkSettings, *, table: str, columns: Sequence[str],
+                    unique_fields: str | Sequence[str], staging_dir: Path, out: TextIO) -> PrintSink:
+    """A dry run's sink in open_sink's place: the records printed on `out`, nothing written."""
+    return PrintSink(table=table, columns=columns, unique=_unique_rule(settings, table, unique_fields),
+                     files=SinkFiles(staging_dir), out=out)
+
+
+def _unique_rule(settings: SinkSettings, table: str, unique_fields: str | Sequence[str]) -> UniqueRule:
     setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
-    unique = UniqueRule(unique_fields, settings.dedup, settings.hash, setting, window=settings.unique_window)
-    files = SinkFiles(staging_dir)
-    if dry_run:
-        return PrintSink(table=table, columns=columns, unique=unique, files=files, out=out or sys.stdout)
-    return Sink(table=table, columns=columns, unique=unique, files=files, updates=updates, known=known)
+    return UniqueRule(unique_fields, settings.dedup, settings.hash, setting, window=settings.unique_window)
 
 
 def _keeps_history(updates: str | Updates) -> bool:
