@@ -2,6 +2,7 @@
 the corpus folder, and a PostgreSQL database per test."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -205,6 +206,11 @@ class Project:
         """(entries read, new, changed) of each poll of `source` in the runs table, oldest first: what a
         poll did, as its parser.log line says it."""
         return [(r["entries"], r["new"], r["changed"]) for r in self.rows("runs") if r["source"] == source]
+
+    def last_flush(self) -> dict:
+        """daemon.json's last flush: {"rows" inserted, "already" stored, "ok", "why", ...}, what its parser.log
+        line says."""
+        return json.loads((self.staging / "daemon.json").read_text(encoding="utf-8"))["last_flush"]
 
     def log(self, name: str = "parser.log") -> str:
         path = self.logs / name
