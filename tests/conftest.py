@@ -207,6 +207,11 @@ class Project:
         poll did, as its parser.log line says it."""
         return [(r["entries"], r["new"], r["changed"]) for r in self.rows("runs") if r["source"] == source]
 
+    def outcomes(self, source: str) -> list[str]:
+        """What each poll of `source` came to in the runs table, oldest first: "new", "unchanged", "not
+        modified" (a 304) or "error"."""
+        return [r["outcome"] for r in self.rows("runs") if r["source"] == source]
+
     def last_flush(self) -> dict:
         """daemon.json's last flush: {"rows" inserted, "already" stored, "ok", "why", ...}, what its parser.log
         line says."""
