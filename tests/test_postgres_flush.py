@@ -26,7 +26,7 @@ def test_once_flushes_into_postgresql_and_a_rerun_adds_only_new_items(server, pr
     server.route("/p.xml", body=rss(numbered_items(1, 4)))
     project.run("--once", check=True)
     assert len(pg_rows(pg_url)) == 4
-    assert "flush (once): 1 rows written to items" in project.log()
+    assert (project.last_flush()["rows"], project.last_flush()["already"]) == (1, 0)
 
 
 @pytest.mark.postgres
