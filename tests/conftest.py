@@ -202,10 +202,15 @@ class Project:
         finally:
             con.close()
 
-    def polls(self, source: str) -> list[tuple[int, int, int]]:
+    def polls(self, source: str, db_url: str | None = None) -> list[tuple[int, int, int]]:
         """(entries read, new, changed) of each poll of `source` in the runs table, oldest first: what a
-        poll did, as its parser.log line says it."""
-        return [(r["entries"], r["new"], r["changed"]) for r in self.rows("runs") if r["source"] == source]
+        poll did, as its parser.log line says it. From the project's SQLite file, or from `db_url`'s database."""
+        if db_url is None or db_url.startswith("sqlite"):
+            return [(r["entries"], r["new"], r["changed"]) for r in self.rows("runs") if r["source"] == source]
+        import psycopg
+        with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://")) as con:
+            return [tuple(r) for r in con.execute(
+                "SELECT entries, new, changed FROM runs WHERE source = %s ORDER BY id", (source,))]
 
     def outcomes(self, source: str) -> list[str]:
         """What each poll of `source` came to in the runs table, oldest first: "new", "unchanged", "not
