@@ -217,6 +217,14 @@ class Project:
         modified" (a 304) or "error"."""
         return [r["outcome"] for r in self.rows("runs") if r["source"] == source]
 
+    def harvest_pages(self, job: str) -> tuple[int, dict[str, str]]:
+        """The job's current (or last) harvest run: its number, and each page it fetched -> "ok" or what
+        failed, from the job's harvest.log (what pass 1's parser.log summary counts)."""
+        text = (self.staging / "jobs" / job / "harvest.log").read_text(encoding="utf-8")
+        lines = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
+        run = next(int(parts[1]) for parts in lines if parts[0] == "run")
+        return run, {parts[1]: parts[2] for parts in lines if parts[0] == "done"}
+
     def last_flush(self) -> dict:
         """daemon.json's last flush: {"rows" inserted, "already" stored, "ok", "why", ...}, what its parser.log
         line says."""

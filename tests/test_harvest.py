@@ -39,15 +39,6 @@ def link_lines(project, job: str = "shop") -> list[list[str]]:
     return [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
 
 
-def harvest_pages(project, job: str = "shop") -> tuple[int, dict[str, str]]:
-    """The current (or last) harvest run's number and each page it fetched -> "ok" or what failed, from the
-    job's harvest.log."""
-    text = (project.staging / "jobs" / job / "harvest.log").read_text(encoding="utf-8")
-    lines = [line.split("\t") for line in text.splitlines() if not line.startswith("#")]
-    run = next(int(parts[1]) for parts in lines if parts[0] == "run")
-    return run, {parts[1]: parts[2] for parts in lines if parts[0] == "done"}
-
-
 def test_harvest_keeps_to_robots_domains_schemes_and_depth(server, shop, project):
     project.write_params(LINK_JOBS=[harvest_job(server, depth=3)])
     proc = project.run("--once", "--links-only")
@@ -75,7 +66,7 @@ def test_harvest_keeps_to_robots_domains_schemes_and_depth(server, shop, project
     assert hits.get("/calendar/2024-03") is None and hits.get("/calendar/2024-02") == 1  # endless, cut by depth
     assert shop.item_hits() == {}                      # pass 1 only: no object fetched
     assert hits["/robots.txt"] == 1
-    run, pages = harvest_pages(project)
+    run, pages = project.harvest_pages("shop")
     assert (run, len(pages), set(pages.values()), len(lines)) == (1, 5, {"ok"}, 9)  # 5 pages, none failed; 9 links
     assert project.rows("shop") == []
 
@@ -99,7 +90,7 @@ def test_a_failing_page_is_logged_and_the_harvest_goes_on(server, shop, project)
     assert f"shop  {server.url('/calendar/2024-01')}  harvest: HTTP 500 Internal Server Error" in errors
     assert f"shop  {server.url('/list/2')}  harvest: not an HTML page: application/pdf" in errors
     assert len(link_lines(project)) == 5  # /item/1..4 and /item/404, as before
-    _, pages = harvest_pages(project)
+    _, pages = project.harvest_pages("shop")
     assert len(pages) == 4 and {url for url, outcome in pages.items() if outcome != "ok"} == \
         {server.url("/calendar/2024-01"), server.url("/list/2")}  # 4 pages fetched, 2 failed
 
@@ -113,7 +104,7 @@ def test_a_rerun_of_pass_1_adds_only_new_links(server, shop, project):
     after = link_lines(project)
     assert after[:len(before)] == before
     assert [line[0] for line in after[len(before):]] == [server.url("/item/42")]
-    run, pages = harvest_pages(project)
+    run, pages = project.harvest_pages("shop")
     assert (run, len(pages), set(pages.values()), len(after)) == (2, 5, {"ok"}, 10)  # 5 pages, none failed
 
 
@@ -280,6 +271,6 @@ def test_a_root_page_with_50000_follow_links_is_harvested_through_the_daemon(ser
     # The root's object link, then one object on each of the 149 listing pages max_pages let it expand.
     assert len(lines) == 150
     assert {line[0] for line in lines} == {server.url("/item/root")} | {server.url(f"/item/{n}") for n in range(149)}
-    _, pages = harvest_pages(project)
+    _, pages = project.harvest_pages("shop")
     assert len(pages) == 150 and set(pages.values()) == {"ok"}
     assert "stopped at max_pages (150)" in project.log()  # why the harvest ended, as the operator reads it
