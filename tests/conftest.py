@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -233,6 +234,20 @@ class Project:
     def log(self, name: str = "parser.log") -> str:
         path = self.logs / name
         return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def group_runs(pg_url: str) -> list[dict]:
+    """The runs table of a group's PostgreSQL database, oldest first: a row per poll or job pass, with the
+    daemon ("host:pid") that ran it."""
+    import psycopg
+    from psycopg.rows import dict_row
+    with psycopg.connect(pg_url, row_factory=dict_row) as con:
+        return con.execute("SELECT * FROM runs ORDER BY id").fetchall()
+
+
+def daemon_name(proc: subprocess.Popen) -> str:
+    """What the runs table calls a daemon of a group run by this test (parser/group/parts.py)."""
+    return f"{socket.gethostname()}:{proc.pid}"
 
 
 def machines(tmp_path: Path, n: int, **params) -> list[Project]:
