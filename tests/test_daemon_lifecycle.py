@@ -2,6 +2,7 @@
 time, log rotation, table migration, declared charsets."""
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import time
@@ -88,13 +89,16 @@ def test_a_failing_source_is_marked_dead_after_five_failures_and_the_others_go_o
                                   {"name": "broken", "url": server.url("/broken.xml")}])
     for _ in range(5):
         assert project.run("--once").returncode == 0
-    errors = project.log("errors.log")
-    assert errors.count("broken  " + server.url("/broken.xml") + "  HTTP 500 Internal Server Error") == 5
-    assert "marked dead after 5 failures in a row" in errors
+    polled = [(r["outcome"], r["status"]) for r in project.rows("runs") if r["source"] == "broken"]
+    assert polled == [("error", 500)] * 5 and project.outcomes("ok") == ["new"] + ["unchanged"] * 4
+    broken = json.loads((project.staging / "state.json").read_text(encoding="utf-8"))["broken"]
+    assert (broken["dead"], broken["failures"]) == (True, 5)
+    assert "marked dead after 5 failures in a row" in project.log("errors.log")  # what the operator is told
     assert len(project.rows()) == 1
     server.route("/broken.xml", body=rss(numbered_items(7, 1)))
     project.run("--once", check=True)  # --once ignores the backoff: the source is never forgotten
-    assert "broken  back after 5 failures" in project.log()
+    broken = json.loads((project.staging / "state.json").read_text(encoding="utf-8"))["broken"]
+    assert (broken["dead"], broken["failures"], project.outcomes("broken")[-1]) == (False, 0, "new")  # back
     assert len(project.rows()) == 2
 
 
