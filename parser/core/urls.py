@@ -84,7 +84,15 @@ def canonical_url(url: str, *, exact: bool = False) -> str:
 def is_canonical_already(url: str, exact: bool) -> bool:
     """True when canonical_url(url, exact=exact) is `url` itself, known without w3lib."""
     plain = _CANONICAL_ALREADY.fullmatch(url)
-    return plain is not None and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2]))
+    return plain is not None and "/." not in plain[1] and (exact or not plain[2] or not is_junk_param(plain[2])) \
+        and not _numeric_host(url[url.index("//") + 2:plain.start(1)])
+
+
+def _numeric_host(host: str) -> bool:
+    """A host whose last label is a number (`0`, `127.1`, `a.0x7f`): the URL standard reads it as an IPv4
+    address, and w3lib from 2.6 spells it so (`http://0/` is `http://0.0.0.0/`) or refuses it: w3lib decides."""
+    last = host.rsplit(".", 1)[-1]
+    return last.isdigit() or (last[:2] == "0x" and all(c in "0123456789abcdef" for c in last[2:]))
 
 
 def _canonical(written: str, exact: bool) -> str:
