@@ -24,25 +24,25 @@ MMAP_THRESHOLD = 256 * 1024
 def cap_malloc_arenas(arenas: int = ARENAS) -> bool:
     """Ask glibc for at most `arenas` malloc arenas; call before the worker threads start.
     An operator's MALLOC_ARENA_MAX wins; without glibc (musl, macOS) nothing happens. True if set."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_ARENA_MAX, arenas))
+    return _mallopt(M_ARENA_MAX, arenas, unless="MALLOC_ARENA_MAX")
 
 
 def give_large_blocks_back(threshold: int = MMAP_THRESHOLD) -> bool:
     """Ask glibc to map blocks of `threshold` bytes and more on their own (see MMAP_THRESHOLD); an
     operator's MALLOC_MMAP_THRESHOLD_ wins; without glibc nothing happens. True if set."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+    return _mallopt(M_MMAP_THRESHOLD, threshold, unless="MALLOC_MMAP_THRESHOLD_")
+
+
+def _mallopt(option: int, value: int, *, unless: str) -> bool:
+    """glibc's mallopt(option, value), left alone when the environment variable `unless` sets it already
+    (an operator's choice wins) or there is no glibc. True if set."""
+    if os.environ.get(unless):
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, threshold))
+    return bool(mallopt(option, value))
 
 
 def trim_heap() -> None:
