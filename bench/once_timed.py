@@ -8,7 +8,7 @@ replaced), and writes the sums to TIMINGS.json before leaving as run_daemon.py d
 - parse: Poller._parse (parser/sources/poll.py), in the worker threads: with parse processes
   (PARSE_PROCESSES) the wall seconds a thread waits for its body to be parsed elsewhere, summed over
   threads; parsing in the threads, their CPU seconds (time waiting for the GIL not counted twice);
-- uniqueness: stager.select_new (identity keys and the hash-file check), on the main thread;
+- uniqueness: intake.decide (identity keys and the hash-file check: the verdicts), on the main thread;
 - staging: the rest of Sink.stage_many (CSV append, fsync, hashes remembered), on the main thread;
 - flush: Sink.flush and Sink.save (the database insert, the Bloom filter saved), on the main thread.
 """
@@ -24,7 +24,7 @@ from collections import defaultdict
 
 from parser import cli
 from parser.fetch.http import Fetcher
-from parser.pipeline import sink, stager
+from parser.pipeline import intake, sink
 from parser.sources import poll
 
 _wall: dict[str, float] = defaultdict(float)
@@ -52,7 +52,7 @@ def main() -> None:
     started = time.perf_counter()
     Fetcher.get = _clocked("fetch", Fetcher.get)
     poll.Poller._parse = _clocked("parse", poll.Poller._parse)
-    stager.select_new = _clocked("uniqueness", stager.select_new)  # as the Stager calls it
+    intake.decide = _clocked("uniqueness", intake.decide)  # as the Intake calls it
     # Sink.stage is stage_many of one batch; the daemon stages polls in batches: one clock for both.
     sink.Sink.stage_many = _clocked("stage", sink.Sink.stage_many)  # uniqueness included: subtracted below
     sink.Sink.flush = _clocked("flush", sink.Sink.flush)

@@ -6,9 +6,9 @@ prove that a change to the parse stores every field as before.
 
 Each body of ../shared/corpus (the 200 of fastfeedparser/benchmark_data, fastfeedparser's integration
 feeds, feedparser's conformance suite, chardet's legacy encodings) is parsed twice:
-- "poll": as a first poll calls it (parser/pipeline/first_read.py): limit max_items (50), and a `select`
-  that wants every entry and keeps the ids (digest included) it was handed;
-- "push": with no limit and no select, as a webhook or WebSub push is parsed.
+- "poll": as a first poll reads it (parser/pipeline/first_read.py): limit max_items (50), each adapter's
+  scan with the ids (digest included) kept under "select", every entry read;
+- "push": parse_body with no limit, as a webhook or WebSub push is parsed.
 One JSON line per body and way: its records (every field, in the stored order), the feed's info, kind,
 home, warnings and notes, or the error it raised. The lines are in a fixed order, so a diff points at
 the body that differs.
@@ -56,19 +56,22 @@ def bodies(only: str | None) -> list[tuple[str, bytes, dict[str, str]]]:
 
 
 def snapshot(body: bytes, headers: dict[str, str], way: str) -> dict[str, Any]:
-    from parser.adapters import parse_body
+    from parser.adapters import Parsed, finished, parse_body, scans
     from parser.core.errors import ParseError
     from parser.settings.params import Source
     source = Source(name="snapshot", url=URL, max_items=MAX_ITEMS)
-    handed: list[list[dict[str, str]]] = []
+    handed: list[list[dict[str, str]]] = []  # each scan's ids, as the intake's first look is given them
 
-    def select(ids: list[dict[str, str]], home: str) -> list[bool]:
-        handed.append([{**one, "home": home} for one in ids])
-        return [True] * len(ids)
+    def polled() -> Parsed:
+        for scan in scans(source, body, url=URL, headers=headers, fetched=FETCHED, limit=MAX_ITEMS, ids=True):
+            handed.append([{**one, "home": scan.home} for one in scan.ids])
+            read = scan.read()
+            if read is not None:
+                return finished(read)
+        raise AssertionError("scans ends in a read")
 
-    options: dict[str, Any] = {"limit": MAX_ITEMS, "select": select} if way == "poll" else {}
     try:
-        parsed = parse_body(source, body, url=URL, headers=headers, fetched=FETCHED, **options)
+        parsed = polled() if way == "poll" else parse_body(source, body, url=URL, headers=headers, fetched=FETCHED)
     except ParseError as exc:
         return {"error": f"ParseError: {exc}", "select": handed}
     except Exception as exc:  # noqa: BLE001 - a crash is part of what must stay the same

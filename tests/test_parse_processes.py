@@ -15,6 +15,7 @@ import sys
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -51,9 +52,18 @@ def whole_read(body: bytes, identity: Identity) -> tuple[list[dict], list[str]]:
     return identified.records, identified.keys
 
 
-def first_read(body: bytes, known=None):
-    return read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50, known=known,
-                    rule=RULE, feed_urls=(URL,))
+class FirstRead(NamedTuple):
+    """read_new's records and what the first look found of them; `known`: the keys judged REPEATED."""
+    records: list
+    keys: list[str]
+    known: list[str]
+    digests: dict[str, str]
+
+
+def first_read(body: bytes, known=None) -> FirstRead:
+    parsed, keyed = read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50,
+                             known=known, rule=RULE, feed_urls=(URL,))
+    return FirstRead(parsed.records, keyed.keys, keyed.repeated, keyed.digests)
 
 
 def test_the_corpus_keyed_first_gives_the_records_and_keys_of_a_whole_read():
@@ -142,8 +152,8 @@ def test_a_parse_process_is_sent_the_source_without_the_settings(tmp_path):
                                 tmp_path / "params.py").sources[0]
     cpu = Sent()
     poller = Poller(OneBody(), stop=threading.Event(), max_wait=5, cpu=cpu)
-    _, parsed = poller.poll(source, etag=None, last_modified=None, fetched="2026-12-01T00:00:00Z",
-                            keying=Keying(rule=RULE, known=None, feed_urls=(URL,)))
+    _, parsed, _ = poller.poll(source, etag=None, last_modified=None, fetched="2026-12-01T00:00:00Z",
+                               keying=Keying(rule=RULE, known=None, feed_urls=(URL,)))
     assert parsed is not None and len(parsed.records) == 3 and len(cpu.sent) == 1
     said = subprocess.run([sys.executable, "-c", _IMPORTED], input=cpu.sent[0], capture_output=True, cwd=ROOT,
                           check=True)

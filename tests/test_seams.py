@@ -90,7 +90,7 @@ def test_the_polled_line_is_the_runs_totals_since_the_last_one():
 
 
 # The sink's and the fetcher's own modules (and the job's sink, a Sink grown) may use their parts; no other.
-SINK_OWNERS = {"pipeline/sink.py", "pipeline/stager.py", "pipeline/flusher.py", "jobs/job_sink.py", "fetch/http.py"}
+SINK_OWNERS = {"pipeline/sink.py", "pipeline/intake.py", "pipeline/flusher.py", "jobs/job_sink.py", "fetch/http.py"}
 REACH = re.compile(r"\b(?:sink|fetcher)\.\w+\.\w+|\bfetcher\.\w+\s*=[^=]")
 
 

@@ -2,9 +2,11 @@
 
 An adapter is a function `parse(body, *, url, headers, source, fetched) -> Parsed` (Parsed in
 adapters/parsed.py); `source` is the SourceView of parser/adapters/source_view.py. Nothing downstream of it
-knows which protocol a record came from.
+knows which protocol a record came from. The fast path (xmlfeed) also reads a body in two steps, `scan`
+(the kept entries' ids) then Scan.read (the chosen entries whole), so that the intake decides which
+entries a poll reads (parser/pipeline/first_read.py); every other adapter's Parsed is a Scan too (scan_of).
 
-parse_body is the one dispatch point, and ADAPTERS its one table: by what the source's protocol says
+scans and parse_body are the one dispatch point, and ADAPTERS its one table: by what the source's protocol says
 its bodies are (SourceView.body_kind, from parser/sources/protocols.py), the adapters that may read them, tried
 in order. "json" bodies (json_api, webhook) are JSON read by the source's `items` and `map`; "feed"
 bodies (feed, websub) are feeds whose format is detected from the Content-Type and the body itself
@@ -15,19 +17,19 @@ Every record then passes sanitize.finish_record: safe HTML in `content`, `title`
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from ..core.cpu_slots import one_per_core
 from ..core.errors import ParseError
-from ..core.record import record_digest
+from ..core.record import Record, record_digest
 from . import feed, json_api, jsonfeed, xmlfeed
-from .parsed import FALLBACK, FeedInfo, Parsed, Select, newest, select_newest
+from .parsed import FALLBACK, FeedInfo, Parsed, Scan, newest, scan_of, select_newest
 from .sanitize import finish_record, stored_link
 from .source_view import SourceView
 
-__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "FeedInfo", "Parsed", "Select", "looks_like_json", "newest", "parse_body",
-           "select_newest"]
+__all__ = ["ADAPTERS", "FALLBACK", "Adapter", "FeedInfo", "Parsed", "Scan", "finished", "looks_like_json", "newest",
+           "parse_body", "scans", "select_newest"]
 
 
 def looks_like_json(body: bytes, headers: Mapping[str, str]) -> bool:
@@ -51,11 +53,12 @@ def _not_blank(body: bytes, headers: Mapping[str, str]) -> bool:
 @dataclass(frozen=True)
 class Adapter:
     """One way of reading a body. `parse` returns its records, raises ParseError when the body is not
-    what it reads, or returns None to hand the body to the next adapter of its kind."""
+    what it reads, or returns None to hand the body to the next adapter of its kind; `scan`, where the
+    adapter has one (the fast path), reads only as far as the entries' ids and the newest `limit`."""
     name: str
     parse: Callable[..., Parsed | None]
     reads: Callable[[bytes, Mapping[str, str]], bool] = _any_body  # asked at all for this body?
-    limited: bool = False   # takes `limit`: reads only the newest entries into records (the fast path)
+    scan: Callable[..., Scan | None] | None = None
     fallback: bool = False  # reads what an adapter before it handed on: its kind ends in FALLBACK
 
 
@@ -64,7 +67,7 @@ class Adapter:
 ADAPTERS: dict[str, tuple[Adapter, ...]] = {
     "json": (Adapter("json_api", json_api.parse),),
     "feed": (Adapter("jsonfeed", jsonfeed.parse, reads=looks_like_json),
-             Adapter("xmlfeed", xmlfeed.parse, reads=_not_blank, limited=True),
+             Adapter("xmlfeed", xmlfeed.parse, reads=_not_blank, scan=xmlfeed.scan),
              Adapter("feedparser", feed.parse, fallback=True)),
 }
 
@@ -83,41 +86,56 @@ def _not_markup(body: bytes, headers: Mapping[str, str]) -> ParseError | None:
     return ParseError(f"not a feed: {mime}")
 
 
-@one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
-def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-               limit: int | None = None, select: Select | None = None) -> Parsed:
-    """Parse one fetched body of `source` into records, by the first of its kind's adapters that reads it.
-
-    `limit`: keep only the `limit` newest entries (see `newest`); a feed read by the fast path then
-    normalizes and sanitizes only those. None keeps every entry the adapter keeps.
-    `select`: asked once with the kept entries' ids; only the entries it wants are read whole (the
-    fast path) or at least sanitized (the others) and returned."""
-    parsed = None
+def scans(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
+          limit: int | None = None, ids: bool = False) -> Iterator[Scan]:
+    """The body as each of its kind's adapters that reads it scans it, in turn: the caller reads the entries
+    it wants (Scan.read) and goes on to the next Scan only when that read hands the body on (None).
+    `limit`: only the `limit` newest entries are kept (see `newest`): the one place a body's entries are
+    cut to a source's max_items. `ids`: each kept entry's ids and digest in Scan.ids (identity first).
+    Raises ParseError when the adapter that reads the body refuses it."""
     for adapter in ADAPTERS[source.body_kind]:
         if not adapter.reads(body, headers):
             continue
-        options = {"limit": limit, "select": select} if adapter.limited else {}
         try:
-            parsed = adapter.parse(body, url=url, headers=headers, source=source, fetched=fetched, **options)
+            if adapter.scan is not None:
+                found = adapter.scan(body, url=url, headers=headers, source=source, fetched=fetched, limit=limit,
+                                     ids=ids)
+            else:
+                parsed = adapter.parse(body, url=url, headers=headers, source=source, fetched=fetched)
+                if parsed is not None and adapter.fallback and parsed.records:
+                    parsed = replace(parsed, kind=parsed.kind + FALLBACK)
+                found = None if parsed is None else scan_of(parsed, limit, _ids if ids else None)
         except ParseError:
             plainly = _not_markup(body, headers) if adapter.fallback else None
             if plainly is None:
                 raise
             raise plainly from None
+        if found is not None:
+            yield found
+    # the last adapter of every kind reads whatever it is given, and its read hands nothing on
+    raise AssertionError(f"no adapter of kind {source.body_kind!r} read the body")
+
+
+def _ids(record: Record) -> dict[str, str]:
+    # The link as finish_record will store it: identity keys, and the first read keeps, this one.
+    return {"source": str(record.get("source") or ""), "guid": str(record.get("guid") or ""),
+            "link": stored_link(record.get("link")), "digest": record_digest(record)}
+
+
+def finished(parsed: Parsed) -> Parsed:
+    """Every record as stored (sanitize.finish_record): safe HTML in `content`, `title` capped."""
+    return replace(parsed, records=[finish_record(r) for r in parsed.records])
+
+
+@one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
+def parse_body(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
+               limit: int | None = None) -> Parsed:
+    """Parse one fetched body of `source` into records, by the first of its kind's adapters that reads it.
+
+    `limit`: keep only the `limit` newest entries (see `newest`); a feed read by the fast path then
+    normalizes and sanitizes only those. None keeps every entry the adapter keeps."""
+    for scan in scans(source, body, url=url, headers=headers, fetched=fetched, limit=limit):
+        parsed = scan.read()
         if parsed is not None:
-            if adapter.fallback and parsed.records:
-                parsed = replace(parsed, kind=parsed.kind + FALLBACK)
-            break
-    if parsed is None:  # the last adapter of every kind reads whatever it is given
-        raise AssertionError(f"no adapter of kind {source.body_kind!r} read the body")
-    records = parsed.records
-    if limit is not None and len(records) > limit:
-        records = newest(records, limit)
-    if select is not None and not adapter.limited:
-        # The link as finish_record will store it: identity keys, and the first read keeps, this one.
-        ids = [{"source": str(r.get("source") or ""), "guid": str(r.get("guid") or ""),
-                "link": stored_link(r.get("link")), "digest": record_digest(r)}
-               for r in records]
-        wanted = select(ids, parsed.home)
-        records = [r for r, want in zip(records, wanted, strict=True) if want]
-    return replace(parsed, records=[finish_record(r) for r in records])
+            return finished(parsed)
+    raise AssertionError("scans ends in a read")  # unreachable: scans raises when no adapter reads it

@@ -20,7 +20,8 @@ import hashlib
 import html
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from html.entities import html5
 from urllib.parse import urljoin, urlsplit
 
@@ -31,7 +32,7 @@ from ..core.record import CONTROL_BYTES, AdapterRecord, Enclosure, Record, clean
 from ..core.urls import canonical_url, is_canonical_already
 from ..fetch.charset import to_utf8
 from .feed import NO_ZONE_NOTE, TITLE_MAX, keep_whole_entries
-from .parsed import FeedInfo, Parsed, Select, select_newest
+from .parsed import FeedInfo, Parsed, Scan, select_newest
 from .sanitize import absolute_url, enclosure_length, language_tag
 from .source_view import SourceView
 
@@ -156,10 +157,18 @@ def _parser() -> etree.XMLParser:
 
 
 def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str,
-          limit: int | None = None, select: Select | None = None) -> Parsed | None:
-    """The feed's records (at most `limit`, the newest), or None when feedparser should read it.
-    `select` (parser/adapters/__init__.py): given each kept entry's ids, says which to read whole; the
-    others are never normalized (identity first: a steady poll reads only its new entries)."""
+          limit: int | None = None) -> Parsed | None:
+    """The feed's records (at most `limit`, the newest, each read whole), or None when feedparser should
+    read it."""
+    found = scan(body, url=url, headers=headers, source=source, fetched=fetched, limit=limit)
+    return None if found is None else found.read()
+
+
+def scan(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceView, fetched: str,
+         limit: int | None = None, ids: bool = False) -> Scan | None:
+    """The feed read as far as its kept entries (at most `limit`, the newest) and, with `ids`, each one's
+    ids and digest; Scan.read reads the chosen ones whole (identity first: a steady poll normalizes only
+    its new entries). None when feedparser should read it."""
     content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     decoded = to_utf8(body, content_type)
     if not decoded.encoding:
@@ -200,26 +209,32 @@ def parse(body: bytes, *, url: str, headers: Mapping[str, str], source: SourceVi
         dated = select_newest(pairs, [date for date, _ in dates], limit)
     else:
         dated = [(e, None) for e in entries]
-    notes: set[str] = set()
     try:
         if lifted:
             _restore(channel, lifted, deep=False)
             for entry, _ in dated:
                 _restore(entry, lifted, deep=True)
-        read = [(entry, date, fields, _ids(entry, fields, source.name, digest=select is not None))
-                for entry, date, fields in ((e, d, _fields(e)) for e, d in dated)]
-        if select is not None:
-            wanted = select([ids for *_, ids in read], _home(channel))
-            read = [one for one, want in zip(read, wanted, strict=True) if want]
+        fielded = [(entry, date, _fields(entry)) for entry, date in dated]
+        entry_ids = [_ids(entry, fields, source.name, digest=ids) for entry, _, fields in fielded]
         info = _feed_info(channel)
-        records: list[Record] = [_record(*one, source.name, fetched, notes, info.language) for one in read]
-    except UnicodeDecodeError:
-        # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
-        # decode: feedparser reads such a body (with the surrogate replaced).
-        return None
-    except ValueError:
-        return None
-    return Parsed(records=records, warnings=warnings, kind=kind, home=info.link, notes=sorted(notes), feed=info)
+    except (UnicodeDecodeError, ValueError):
+        return None  # as below, where the entries are read
+    about = Parsed(records=[], warnings=warnings, kind=kind, home=info.link, feed=info)
+
+    def read(wanted: Sequence[bool]) -> Parsed | None:
+        notes: set[str] = set()  # what reading them finds (dates without a time zone)
+        try:
+            records: list[Record] = [_record(*one, entry_id, source.name, fetched, notes, info.language)
+                                     for one, entry_id, want in zip(fielded, entry_ids, wanted, strict=True) if want]
+        except UnicodeDecodeError:
+            # libxml2's recovery lets a surrogate reference (&#xDC80;) through as bytes lxml cannot
+            # decode: feedparser reads such a body (with the surrogate replaced).
+            return None
+        except ValueError:
+            return None
+        return replace(about, records=records, notes=sorted(notes))
+
+    return Scan(ids=entry_ids, about=about, entries=read)
 
 
 def _prepared(text: bytes) -> tuple[bytes, list[bytes]]:

@@ -258,13 +258,13 @@ class FeedPass:
         not counted."""
         started = time.monotonic()
         slot_wait()  # from zero for this poll
-        result = parsed = error = fetch_error = None
+        result = parsed = keyed = error = fetch_error = None
         abandoned = False
         blocked = 0
         try:
             # Rate, pages, full text: whatever the source's protocol needs (parser/sources/poll.py).
-            result, parsed = self.poller.poll(source, etag=etag, last_modified=last_modified,
-                                              fetched=now_iso(self.wall), discover=discover, keying=keying)
+            result, parsed, keyed = self.poller.poll(source, etag=etag, last_modified=last_modified,
+                                                     fetched=now_iso(self.wall), discover=discover, keying=keying)
         except FetchError as exc:
             error, fetch_error = str(exc), exc
             abandoned = self.stop.is_set() and exc.retry_after is None
@@ -274,14 +274,15 @@ class FeedPass:
         too_old = 0
         if parsed is not None:
             # Never staged nor hashed, so a rule changed later lets them in (parser/pipeline/filters.py).
-            records, keys, blocked = source.entry_filter.split(parsed.records, parsed.keys)
+            records, keys, blocked = source.entry_filter.split(parsed.records, keyed.keys if keyed else None)
             # Older than the source's RETAIN items: the next pass would delete them, and one deleted must
             # not come back, edited or out of UNIQUE_WINDOW (parser/retention.py).
             records, keys, too_old = over_age(records, self.settings.retain_of(source).items, self.wall(), keys)
             if blocked or too_old:
-                parsed = replace(parsed, records=records, keys=keys)
+                parsed = replace(parsed, records=records)
+                keyed = replace(keyed, keys=keys) if keyed and keys is not None else keyed
         return PollOutcome(source=source, seconds=max(time.monotonic() - started - slot_wait(), 0.0),
-                           result=result, parsed=parsed, error=error, fetch_error=fetch_error,
+                           result=result, parsed=parsed, keyed=keyed, error=error, fetch_error=fetch_error,
                            abandoned=abandoned, blocked=blocked, too_old=too_old)
 
     def _poll_back(self, source: Source, outcome: PollOutcome) -> None:
@@ -302,20 +303,23 @@ class FeedPass:
         answered = [o for o in outcomes if o.error is None and not o.answer.not_modified]
         results = self.sink.stage_many([self._batch(o) for o in answered])
         for outcome, staged in zip(answered, results, strict=True):
-            self._say(outcome.parsed_body.said)
+            if outcome.keyed is not None:
+                self._say(outcome.keyed.said)
             if self.known.path is not None:  # packed: 16 bytes an entry (parser/pipeline/known.py)
                 self.known.put(outcome.source.name, staged.digests)
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
 
     def _batch(self, outcome: PollOutcome) -> Batch:
         """One poll's records for the sink (its keep/block rules applied in the worker, _poll)."""
-        parsed = outcome.parsed_body
+        parsed, keyed = outcome.parsed_body, outcome.keyed
         source = outcome.source
-        keys = parsed.keys
-        # The digests of what is kept and of the entries left unread, not of the blocked ones: those are
-        # never hashed, so they must not be known either (a changed rule lets them in).
-        digests = {key: parsed.digests[key] for key in (*(keys or ()), *parsed.known) if key in parsed.digests}
-        return Batch(parsed.records, self._feed_links(source, outcome), keys, len(parsed.known),
+        keys, repeated, digests = None, 0, None
+        if keyed is not None:
+            keys, repeated = keyed.keys, len(keyed.repeated)
+            # The digests of what is kept and of the entries left unread, not of the blocked ones: those are
+            # never hashed, so they must not be known either (a changed rule lets them in).
+            digests = {key: keyed.digests[key] for key in (*keys, *keyed.repeated) if key in keyed.digests}
+        return Batch(parsed.records, self._feed_links(source, outcome), keys, repeated,
                      digests=digests or None, previous=self.known.get(source.name),
                      updates=source.updates != "ignore" and self.known.path is not None
                      and self.known.checks(source.name))

@@ -22,6 +22,7 @@ from ..core.runs import Run
 from ..core.urls import redact_url
 from ..fetch.host_slots import HostHeldError
 from ..fetch.http import FetchResult
+from ..pipeline.first_read import Keyed
 from ..pipeline.sink import RecordSink, Staged
 from ..settings.params import Source
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
@@ -49,6 +50,7 @@ class PollOutcome:
     seconds: float
     result: FetchResult | None = None
     parsed: Parsed | None = None
+    keyed: Keyed | None = None  # the records' keys, where the body was parsed (parser/pipeline/first_read.py)
     error: str | None = None
     fetch_error: FetchError | None = None
     abandoned: bool = False  # cut short because the daemon is stopping: not the source's failure
@@ -77,14 +79,20 @@ def poll_fields(outcome: PollOutcome, staged: Staged | None) -> dict[str, dict[s
                        new=len(staged.new) if staged is not None else 0,
                        duplicates=staged.duplicates if staged is not None else 0,
                        blocked=outcome.blocked,
-                       seconds=round(outcome.seconds, 3))
+                       seconds=round(outcome.seconds, 3),
+                       verdicts=verdict_counts(staged))
+
+
+def verdict_counts(staged: Staged | None) -> dict[str, int]:
+    """The intake's verdict on each entry, counted (parser/pipeline/intake.py): why each was staged or not."""
+    return {v.name.lower(): n for v, n in staged.verdicts.items() if n} if staged is not None else {}
 
 
 def entries_read(outcome: PollOutcome) -> int:
     """The entries an answer held: those read, those left unread as the source's last poll had them
-    (duplicates, parsed.known), those its keep/block rules dropped."""
-    parsed = outcome.parsed_body
-    return len(parsed.records) + len(parsed.known) + outcome.blocked
+    (REPEATED, counted with the duplicates), those its keep/block rules dropped."""
+    repeated = len(outcome.keyed.repeated) if outcome.keyed is not None else 0
+    return len(outcome.parsed_body.records) + repeated + outcome.blocked
 
 
 def run_row(outcome: PollOutcome, staged: Staged | None, now: float) -> Run:

@@ -2,29 +2,42 @@
 normalizes and sanitizes only its new entries (a changed feed of 50 entries has 1-3 new ones).
 
 Runs where the body is parsed (a parse process, parser/core/cpu_pool.py, or a fetching thread): the
-adapter hands over each kept entry's ids (source, guid, link); the entries are keyed by the same
-rules as parser/pipeline/identity.py uses for whole records; an entry whose key the source's last
-poll already checked (`known`: a subset of what the uniqueness check holds) is left unread and counted
-as a duplicate. The others are read whole and come back with their keys, which the sink then checks
-(parser/pipeline/sink.py select_new) without keying them again. Where a key depends on more than the
-ids (an entry with neither guid nor link, keyed by its content; UNIQUE_FIELDS naming other fields),
-every entry is read whole and keyed here as the sink would: the same keys, only the work is elsewhere.
+adapter scans the body as far as each kept entry's ids (source, guid, link, digest: parser/adapters/__init__.py
+scans), the intake's first look (parser/pipeline/intake.py first_look) keys them by the same rules as
+parser/pipeline/identity.py uses for whole records and judges REPEATED those the source's last poll already
+had with the same digest, and only the others are read whole. They come back with their keys (Keyed), which
+the intake then judges (intake.decide) without keying them again. Where a key depends on more than the ids
+(an entry with neither guid nor link, keyed by its content; UNIQUE_FIELDS naming other fields), every entry
+is read whole and keyed here as the intake would: the same keys, only the work is elsewhere.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from ..adapters import Parsed, parse_body
+from ..adapters import Parsed, finished, scans
+from ..adapters.parsed import Scan
 from ..adapters.source_view import SourceView
-from ..core.record import Record, clean_text, record_digest, safe_record
+from ..core.cpu_slots import one_per_core
+from ..core.record import Record, record_digest, safe_record
 from .identity import Identity
-from .known import short_key
+from .intake import first_look
 
 # A table's rule of identity: (UNIQUE_FIELDS, HASH, table).
 KeyRule = tuple[str | Sequence[str], str, str]
 # One per table rule in each process, shared by its threads: its canonical-link cache lives on.
 _IDENTITIES: dict[tuple[str | tuple[str, ...], str, str], Identity] = {}
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """What the first look found of one body, beside its Parsed: each record's key (in the records' order),
+    the keys of the entries judged REPEATED (never read), every entry's digest (key -> digest, read or not:
+    parser/pipeline/known.py) and identity's lines for the daemon's log ((said once per source?, line))."""
+    keys: list[str]
+    repeated: list[str]
+    digests: dict[str, str]
+    said: list[tuple[bool, str]]
 
 
 def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str = "items") -> Identity:
@@ -35,51 +48,45 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
     return identity
 
 
+@one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, known: Mapping[str, str] | None, rule: KeyRule, feed_urls: tuple[str, ...]) -> Parsed:
-    """parse_body of one polled body, its records keyed (Parsed.keys) and those whose key `known`
-    holds with the same digest left unread (Parsed.known); every entry's digest in Parsed.digests.
+             limit: int, known: Mapping[str, str] | None, rule: KeyRule,
+             feed_urls: tuple[str, ...]) -> tuple[Parsed, Keyed]:
+    """One polled body parsed, its records keyed and those the first look judged REPEATED left unread.
     `known`: short key -> digest of the source's last poll (parser/pipeline/known.py), None when nothing is
     known of it (every entry read). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
     `feed_urls`: the feed's addresses that the sink takes as its own (with the home page the body gives).
     Raises ParseError as parse_body does."""
     identity = identity_for(*rule)
-    said: list[tuple[bool, str]] = []  # identity's lines, for the daemon's log
-    # What select chose, for the records once read: "keys" and "known" (as Parsed holds them), and
-    # each chosen entry's ids as identity stores them, and the digests of all.
-    chosen: dict[str, list[str]] = {}
-    chosen_ids: list[dict[str, str]] = []
-    chosen_digests: dict[str, str] = {}
+    for scan in scans(source, body, url=url, headers=headers, fetched=fetched, limit=limit,
+                      ids=identity.keyed_by_ids()):
+        read = _read(scan, identity, known, feed_urls)
+        if read is not None:
+            return read
+    raise AssertionError("scans ends in a read")  # unreachable: scans raises when no adapter reads it
 
-    def select(ids: list[dict[str, str]], home: str) -> list[bool]:
-        said.clear()  # asked again when the fast path handed the body on after asking
-        chosen.clear()
-        chosen_ids.clear()
-        chosen_digests.clear()
-        # As the sink would see them: sanitize.finish_record's clean_text, then safe_record.
-        digests = [one.get("digest", "") for one in ids]
-        stubs = [safe_record({name: clean_text(value) for name, value in one.items() if name != "digest"})
-                 for one in ids]
-        identified = identity.identify(stubs, (home, *feed_urls), said) if identity.keyed_by_ids() else None
-        if identified is None or identified.by_content:
-            said.clear()  # keyed again below, from the whole records
-            return [True] * len(ids)
-        previous = known or {}
-        wanted = [not digest or previous.get(short_key(key)) != digest
-                  for key, digest in zip(identified.keys, digests, strict=True)]
-        chosen_digests.update((key, digest) for key, digest in zip(identified.keys, digests, strict=True) if digest)
-        chosen["keys"] = [key for key, want in zip(identified.keys, wanted, strict=True) if want]
-        chosen["known"] = [key for key, want in zip(identified.keys, wanted, strict=True) if not want]
-        chosen_ids.extend(stub for stub, want in zip(identified.records, wanted, strict=True) if want)
-        return wanted
 
-    parsed = parse_body(source, body, url=url, headers=headers, fetched=fetched, limit=limit, select=select)
-    if "keys" in chosen:
+def _read(scan: Scan, identity: Identity, known: Mapping[str, str] | None,
+          feed_urls: tuple[str, ...]) -> tuple[Parsed, Keyed] | None:
+    """One adapter's scan read as the first look wants; None when the adapter hands the body on."""
+    look = first_look(identity, scan.ids, (scan.home, *feed_urls), known)
+    if look is not None:
+        parsed = scan.read(look.wanted)
+        if parsed is None:
+            return None
+        parsed = finished(parsed)
+        chosen = [(key, stub) for key, stub, want in zip(look.keys, look.stored_ids, look.wanted, strict=True) if want]
         records: list[Record] = [{**record, "link": stub["link"], "guid": stub["guid"]}  # as identity stores them
-                                 for record, stub in zip(parsed.records, chosen_ids, strict=True)]
-        return replace(parsed, records=records, keys=chosen["keys"], known=chosen["known"],
-                       digests=dict(chosen_digests), said=said)
-    # keyed by more than the ids: every record was read, and is keyed here from the whole record
+                                 for record, (_, stub) in zip(parsed.records, chosen, strict=True)]
+        repeated = [key for key, want in zip(look.keys, look.wanted, strict=True) if not want]
+        return replace(parsed, records=records), Keyed([key for key, _ in chosen], repeated, look.digests, look.said)
+    # keyed by more than the ids: every record is read, and keyed here from the whole record
+    whole = scan.read()
+    if whole is None:
+        return None
+    parsed = finished(whole)
+    said: list[tuple[bool, str]] = []
     identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
-    return replace(parsed, records=identified.records, keys=identified.keys, said=said,
-                   digests={key: record_digest(r) for key, r in zip(identified.keys, identified.records, strict=True)})
+    return (replace(parsed, records=identified.records),
+            Keyed(identified.keys, [], {key: record_digest(r) for key, r in zip(identified.keys, identified.records,
+                                                                                strict=True)}, said))

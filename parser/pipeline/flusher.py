@@ -66,7 +66,7 @@ class Flusher:
             return loaded
         done, rows = Loaded(0, 0), 0
         for cells in read_parts(batch):  # each part inserted (its own transaction) and let go before the next
-            for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as select_new does
+            for unsafe in cells.unsafe:  # a file staged by an older version: text made safe as intake.decide does
                 numbered = {str(i): cell for i, cell in enumerate(cells.rows[unsafe])}
                 cells.rows[unsafe] = tuple(safe_record(numbered).values())
             if cells.rows:

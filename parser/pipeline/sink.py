@@ -1,8 +1,8 @@
-"""Where records go after parsing: uniqueness check -> staging CSV -> (flush) -> database table.
+"""Where records go after parsing: the intake (uniqueness check -> staging CSV) -> (flush) -> database table.
 
 A Sink is the same for every kind of record: the cyclic pass has one (table `items`), each
 two-pass job has its own (its own table, CSV and hash file), so uniqueness is per table. It is two
-halves over one staging file: a Stager (parser/pipeline/stager.py) and a Flusher (parser/pipeline/flusher.py).
+halves over one staging file: an Intake (parser/pipeline/intake.py) and a Flusher (parser/pipeline/flusher.py).
 --dry-run opens a PrintSink in its place (the one choice, where the run is opened): the same
 interface, the records that would be staged printed, nothing written.
 """
@@ -27,8 +27,8 @@ from .flusher import FlushCount, Flusher
 from .hash_window import Compacted
 from .history import History
 from .identity import Identity
+from .intake import Batch, Intake, Staged, Verdict, decide
 from .known import KnownDigests
-from .stager import Batch, Staged, Stager, check_batch, select_new
 from .staging import StagingFile
 
 log = logging.getLogger("parser")
@@ -74,9 +74,9 @@ def _shown(value: object) -> object:
 
 
 class Sink:
-    """One table's sink: a Stager (parser/pipeline/stager.py: identity, uniqueness, the staging CSV, the known
-    digests) and a Flusher (parser/pipeline/flusher.py: the batches into the table, the refused rows set
-    aside, the history's marks) over the same staging file."""
+    """One table's sink: an Intake (parser/pipeline/intake.py: each record's verdict, identity, uniqueness,
+    the staging CSV, the known digests) and a Flusher (parser/pipeline/flusher.py: the batches into the table,
+    the refused rows set aside, the history's marks) over the same staging file."""
 
     def __init__(self, *, table: str, columns: Sequence[str], unique: UniqueRule, files: SinkFiles,
                  updates: str | Updates = "update", known: KnownDigests | None = None):
@@ -97,7 +97,7 @@ class Sink:
         self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, staging_dir, unique.algorithm, files.hash_stem,
                                                  window=unique.window)
         self.known = known
-        self.stager = Stager(table, self.identity, self.dedup, self.staging, folder=staging_dir, known=known)
+        self.intake = Intake(table, self.identity, self.dedup, self.staging, folder=staging_dir, known=known)
         self.flusher = Flusher(table, self.columns, self.staging, self.history, folder=staging_dir, updates=updates)
 
     def table_spec(self) -> TableSpec:
@@ -109,17 +109,18 @@ class Sink:
         self.history.check_database(db, self.table)
 
     def compact_hashes(self) -> Compacted | None:
-        return self.stager.compact_hashes()
+        return self.intake.compact_hashes()
 
     def staged_rows(self) -> Iterator[dict[str, str]]:
-        return self.stager.staged_rows()
+        return self.intake.staged_rows()
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
-        """select_new, then append to the CSV durably, and only then remember the hashes."""
+        """The intake's verdicts (intake.decide), then the staged ones appended to the CSV durably, and only
+        then their hashes remembered."""
         return self.stage_many([Batch(records, feed_links)])[0]
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
-        return self.stager.stage_many(batches)
+        return self.intake.stage_many(batches)
 
     def flush(self, db: Database | None) -> FlushCount:
         """Load every pending batch into the table (Flusher.flush); return what was written, updated, already
@@ -128,13 +129,13 @@ class Sink:
         return self.flusher.flush(db)
 
     def pending_rows(self) -> int:
-        return self.stager.pending_rows()
+        return self.intake.pending_rows()
 
     def save(self) -> None:
-        self.stager.save()
+        self.intake.save()
 
     def close(self) -> None:
-        self.stager.close()
+        self.intake.close()
 
     def say(self, text: str) -> None:
         """A PrintSink's comment line; a Sink's records speak through the log lines instead."""
@@ -179,10 +180,10 @@ class PrintSink:
         return iter(())  # nothing is staged
 
     def stage(self, records: Sequence[AnyRecord], feed_links: Iterable[str] = ()) -> Staged:
-        return select_new(Batch(records, feed_links), self.dedup, self.identity, self.seen)
+        return decide(Batch(records, feed_links), self.dedup, self.identity, self.seen)
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
-        return [check_batch(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
+        return [decide(Batch(*batch), self.dedup, self.identity, self.seen) for batch in batches]
 
     def flush(self, db: Database | None) -> FlushCount:
         return FlushCount(0, 0, 0)
@@ -244,7 +245,7 @@ class RecordSink(Protocol):
 
 
 __all__ = ["Batch", "FlushCount", "PrintSink", "RecordSink", "Sink", "SinkFiles", "Staged", "StorageError",
-           "UniqueRule", "select_new"]
+           "UniqueRule", "Verdict", "decide"]
 
 
 class SinkSettings(Protocol):

@@ -20,7 +20,7 @@ from ..core.urls import redact_url
 from ..fetch.discover import feed_links, is_html_page
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
-from ..pipeline.first_read import KeyRule, read_new
+from ..pipeline.first_read import Keyed, KeyRule, read_new
 from ..pipeline.fulltext import FullText
 from .parse_view import parse_view
 from .protocols import protocol_of
@@ -49,14 +49,17 @@ class Poller:
         self.rates = rates or RateLimits()
         self.full_text = full_text
 
-    def poll(self, source: SourceView, *, etag: str | None, last_modified: str | None,
-             fetched: str, discover: bool = True, keying: Keying | None = None) -> tuple[FetchResult, Parsed | None]:
-        """(first answer, records or None when it was a 304). Raises FetchError / ParseError.
+    def poll(self, source: SourceView, *, etag: str | None, last_modified: str | None, fetched: str,
+             discover: bool = True,
+             keying: Keying | None = None) -> tuple[FetchResult, Parsed | None, Keyed | None]:
+        """(first answer, records or None when it was a 304, their keys when the poll had `keying` and the
+        body was read so). Raises FetchError / ParseError.
         `discover` False: an HTML page is an error, its feed links are not followed (the address has
         served a feed before: the page is a maintenance page, not the site's). `keying`: a feed's
         records come keyed and only its new entries read whole (not with full text, which changes
         the records after the parse)."""
         keying = keying if not source.full_text else None
+        keyed = None
         if protocol_of(source).json_pages:
             result, parsed = self._json_api(source, etag, last_modified, fetched)
         else:
@@ -65,19 +68,16 @@ class Poller:
                                       last_modified=last_modified)
             parsed = None
             if not result.not_modified:
-                result, parsed = self._parse_or_discover(source, result, fetched, discover, keying)
-                # max_items limits what a poll takes; pushed records are never cut
-                parsed = replace(parsed, records=newest(parsed.records, source.max_items))
+                result, (parsed, keyed) = self._parse_or_discover(source, result, fetched, discover, keying)
         if parsed is not None and source.full_text and self.full_text is not None:
             parsed = self.full_text.enrich(source, parsed)
-        return result, parsed
+        return result, parsed, keyed
 
-    def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str,
-                           discover: bool, keying: Keying | None) -> tuple[FetchResult, Parsed]:
+    def _parse_or_discover(self, source: SourceView, result: FetchResult, fetched: str, discover: bool,
+                           keying: Keying | None) -> tuple[FetchResult, tuple[Parsed, Keyed | None]]:
         """The body parsed as a feed; or, when a feed source's address is an HTML page, the first feed
         the page links to (<link rel="alternate">) fetched and parsed instead, Parsed.feed_url set."""
         try:
-            # Only the max_items newest entries are read into records (the fast path skips the rest).
             return result, self._parse(source, result, fetched, keying)
         except ParseProcessError:
             raise
@@ -99,22 +99,24 @@ class Poller:
         headers = api.request_headers(source) if api.same_origin(feed_url, source.url) else {}
         try:
             feed = self.fetcher.get(feed_url, headers=headers)
-            parsed = self._parse(source, feed, fetched, keying)
+            parsed, keyed = self._parse(source, feed, fetched, keying)
         except FetchError as exc:
             raise FetchError(f"{named}; the first failed: {exc}", status=exc.status, retry_after=exc.retry_after,
                              permanent=exc.permanent) from None
         except ParseError as exc:
             raise ParseError(f"{named}; the first is not a feed either: {exc}") from None
-        return feed, replace(parsed, feed_url=feed_url)
+        return feed, (replace(parsed, feed_url=feed_url), keyed)
 
-    def _parse(self, source: SourceView, result: FetchResult, fetched: str, keying: Keying | None) -> Parsed:
+    def _parse(self, source: SourceView, result: FetchResult, fetched: str,
+               keying: Keying | None) -> tuple[Parsed, Keyed | None]:
         """A feed's body parsed where the CPU is (self.cpu), keyed there too when the poll has keying. The
-        source goes as its ParseView: a parse process unpickling the settings' Source would import them."""
+        source goes as its ParseView: a parse process unpickling the settings' Source would import them.
+        Only the max_items newest entries are kept (the fast path reads no other); pushed records are never cut."""
         source = parse_view(source)
         try:
             if keying is None:
                 return self.cpu.run(parse_body, source, result.body, url=result.url, headers=result.headers,
-                                    fetched=fetched, limit=source.max_items)
+                                    fetched=fetched, limit=source.max_items), None
             return self.cpu.run(read_new, source, result.body, url=result.url, headers=result.headers,
                                 fetched=fetched, limit=source.max_items, known=keying.known, rule=keying.rule,
                                 feed_urls=(*keying.feed_urls, result.url))
