@@ -74,8 +74,9 @@ class Daemon:
         self.unpolled = unpolled_picks(sources, options)  # --once --source of a webhook: said at start
         if self.unpolled and not self.sources and not self.link_jobs:
             raise ValueError(f"--once has nothing to run: {unpolled_text(self.unpolled)}")
-        # SHARED and --dry-run read once: alone, the group's, or a dry run's (parser/group/parts.py)
-        self.parts = parts_for(settings, dry_run=options.dry_run, out=out)
+        # SHARED, --dry-run and --once read once: alone or the group's, forever or once, or a dry run
+        # (parser/group/parts.py)
+        self.parts = parts_for(settings, dry_run=options.dry_run, once=options.once, out=out)
         self.lock = self.parts.folder_lock()
         self.reload = Reload(options, clock=self.clock)  # SIGHUP sets its flag from the start
         self.fetcher: Fetcher | None = None
@@ -162,7 +163,7 @@ class Daemon:
         self._scheduler = Scheduler(s.concurrency, s.per_host, slots)
         self._feeds = FeedPass(s, self.sources, listened=self.listened,
                               loop=FeedLoop(self.fetcher, self.scheduler, self.stop, self.clock, self.wall),
-                              mode=FeedMode(once=self.options.once, named=self.options.picks_sources),
+                              mode=FeedMode(offering=self.parts.offering(), named=self.options.picks_sources),
                               run_info=self.run_info, parts=self.parts, polled=self._answer_polled)
         self.techniques.add(self.feeds)
         self.db = self.parts.database()

@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -38,6 +38,7 @@ from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
+from .offering import EveryDue, Offering
 from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
 
 if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push
@@ -77,8 +78,9 @@ class FeedLoop:
 
 @dataclass(frozen=True)
 class FeedMode:
-    """What the run asks of the feed pass: --once, --source (`named`)."""
-    once: bool = False
+    """What the run asks of the feed pass: which sources each turn offers (forever or --once: its parts'
+    Offering, parser/feeds/offering.py), and whether --source named them (`named`)."""
+    offering: Offering = field(default_factory=EveryDue)
     named: bool = False
 
 
@@ -93,7 +95,7 @@ class FeedPass:
         fetcher = loop.fetcher
         self.settings, self.sources, self.listened = settings, sources, listened
         self.scheduler, self.clock, self.wall, self.stop = loop.scheduler, loop.clock, loop.wall, loop.stop
-        self.once, self.parts, self.polled = mode.once, parts, polled
+        self.offering, self.parts, self.polled = mode.offering, parts, polled
         self.schedule = self._open_schedule(fetcher, named=mode.named)
         # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
@@ -111,7 +113,6 @@ class FeedPass:
         self.taker = OutcomeTaker(self.sink, run_info, dead_after=settings.dead_after)
         self.inbox: Inbox | None = None  # webhook deliveries and WebSub pushes: open_push()
         self.listener: Listener | None = None
-        self.offered_once = False
         self.in_flight = 0  # polls offered and not back yet
         self.back: list[PollOutcome] = []  # back from the workers, taken together by stage()
         self.back_since = 0.0  # when the first of them came back
@@ -131,7 +132,8 @@ class FeedPass:
 
     def _open_schedule(self, fetcher: Fetcher, *, named: bool) -> Schedule[Source]:
         schedule = self.parts.schedule(self.clock, every=lambda: self.settings.sources, named=named)
-        schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX), spread=not self.once)
+        schedule.load(self.sources, lambda src: max(src.interval, MAX_BACKOFF, RETRY_AFTER_MAX),
+                      spread=self.offering.spread)
         now = self.clock()
         for state in list(schedule.states.values()):  # a source's Retry-After holds its host's crawl too
             fetcher.hold_crawl(state.address(), state.not_before - now)
@@ -144,7 +146,7 @@ class FeedPass:
         # Delivery ids and subscriptions are the group's with SHARED; without pushed sources, a leftover
         # inbox of an earlier run is still drained.
         self.inbox = self.parts.inbox(s.staging_dir) if self.listened else Inbox(s.staging_dir)
-        if self.listened and not self.once:
+        if self.listened and self.offering.listens:
             from ..push.endpoints import open_listener  # imported on first use: pushed sources only (start-up time)
             self.listener = open_listener(s, self.listened, self.inbox, fetcher, self.stop, self.parts.subscriber())
 
@@ -155,21 +157,9 @@ class FeedPass:
 
     # -- the loop's calls (parser/technique.py) ---------------------------------------------------
     def offer(self) -> None:
-        """Hand the sources due now to the scheduler. --once: every selected source once, at the first
-        call (a server's Retry-After still honoured); SHARED, the due ones this daemon claims."""
-        now = self.clock()
-        if not self.once:
-            for source in self.schedule.due(now):
-                self._offer(source)
-            return
-        if self.offered_once:
-            return
-        self.offered_once = True
-        for source in self.schedule.due(now, len(self.sources)) if self.parts.shared else self.sources:
-            held = self.schedule.state(source).hold_left(now)
-            if held:
-                log.info("%s  skipped: the server asked to wait %.0f s more (Retry-After)", source.name, held)
-                continue
+        """Hand the sources the run's Offering says to the scheduler: the due ones (SHARED: those this daemon
+        claims); --once: every selected source once, at the first call (a server's Retry-After still honoured)."""
+        for source in self.offering.sources(self.schedule, self.sources, self.clock()):
             self._offer(source)
 
     def stage(self) -> None:
@@ -205,7 +195,7 @@ class FeedPass:
 
     def finished(self) -> bool:
         """--once: every poll offered has come back and been taken."""
-        return self.offered_once and not self.in_flight and not self.back
+        return self.offering.offered_all() and not self.in_flight and not self.back
 
     def sinks(self) -> list[RecordSink]:
         return [self.sink]

@@ -1,5 +1,6 @@
-"""What differs between a daemon alone, one of a group (SHARED = True) and a dry run, chosen once, where the
-daemon is put together (parts_for, called by parser/daemon.py): the host slots, the feeds' schedule and rate
+"""What differs between a daemon alone, one of a group (SHARED = True) and a dry run, and between a run
+forever and --once, chosen once, where the daemon is put together (parts_for, called by parser/daemon.py):
+which sources each turn offers (parser/feeds/offering.py), the host slots, the feeds' schedule and rate
 budgets, the push inbox and WebSub subscriber, the jobs' files, and what the run writes (its sinks, states,
 logs, database, daemon.json). Every other module is handed the part it uses and never asks which it got;
 each Shared twin is checked against its single-daemon type by the type checker (a subclass, or the Schedule
@@ -24,6 +25,7 @@ from ..core.coverage import Coverage
 from ..core.lock import FolderLock
 from ..core.record import RECORD_FIELDS
 from ..core.runinfo import daemon_status_path, kept_coverage
+from ..feeds.offering import Offering, offering_for
 from ..fetch.host_slots import HostSlots
 from ..fetch.ratelimit import RateLimits
 from ..jobs.job_context import DRY_RUN_LINKS
@@ -45,6 +47,9 @@ class Parts(Protocol):
     shared: bool  # for the few choices that are no object: --once's claims, a job's refresh
     job_files: OpenFiles
     max_objects: int | None  # a job's objects fetched at most (None: every pending link)
+
+    def offering(self) -> Offering:
+        """Which sources each turn of the loop offers: the due ones (forever), or each selected one once."""
 
     def host_slots(self, stop: threading.Event) -> HostSlots:
         """The fetcher's host slots (the scheduler's too): this daemon's, or the group's."""
@@ -91,9 +96,12 @@ class Alone:
     shared = False
     max_objects: int | None = None
 
-    def __init__(self, settings: Settings):
-        self.settings = settings
+    def __init__(self, settings: Settings, *, once: bool = False):
+        self.settings, self.once = settings, once
         self.job_files: OpenFiles = JobFiles
+
+    def offering(self) -> Offering:
+        return offering_for(self.once)
 
     def host_slots(self, stop: threading.Event) -> HostSlots:
         return HostSlots(self.settings.per_host, stop=stop)
@@ -148,8 +156,8 @@ class InGroup(Alone):
     they need psycopg, which a daemon alone never loads."""
     shared = True
 
-    def __init__(self, settings: Settings):
-        super().__init__(settings)
+    def __init__(self, settings: Settings, *, once: bool = False):
+        super().__init__(settings, once=once)
         from .shared_jobs import SharedJobFiles  # imported on first use: SHARED only (psycopg)
         self.job_files = SharedJobFiles
 
@@ -188,7 +196,7 @@ class DryRun(Alone):
     max_objects: int | None = DRY_RUN_LINKS
 
     def __init__(self, settings: Settings, out: TextIO):
-        super().__init__(settings)
+        super().__init__(settings, once=True)  # a dry run is a one-shot
         self.out = out
         self.job_files = partial(InMemoryJobFiles, out=out)
 
@@ -231,8 +239,9 @@ class Unlocked(FolderLock):
         pass
 
 
-def parts_for(settings: Settings, *, dry_run: bool, out: TextIO) -> Parts:
-    """The one place SHARED and --dry-run are read for a running daemon; a dry run prints on `out`."""
+def parts_for(settings: Settings, *, dry_run: bool, once: bool, out: TextIO) -> Parts:
+    """The one place SHARED, --dry-run and --once are read for a running daemon's parts; a dry run prints on
+    `out`."""
     if dry_run:
         return DryRun(settings, out)
-    return InGroup(settings) if settings.shared else Alone(settings)
+    return InGroup(settings, once=once) if settings.shared else Alone(settings, once=once)

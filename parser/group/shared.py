@@ -113,6 +113,10 @@ class SharedSchedule:
         elif group:
             log.info("shared: this params.py lists the same sources as the %d other running daemons", len(group))
 
+    def each_once(self, now: float, sources: Sequence[Source]) -> list[Source]:
+        """--once (parser/feeds/offering.py): as many of the group's due sources as this daemon lists, claimed."""
+        return self.due(now, len(sources))
+
     def due(self, now: float, limit: int | None = None) -> list[Source]:
         """Claim due sources (CONCURRENCY at a time unless `limit` says); their shared state replaces
         what this daemon last knew of them."""

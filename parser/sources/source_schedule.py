@@ -20,7 +20,7 @@ import itertools
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -65,6 +65,8 @@ class Schedule(Protocol[Src]):
     def set_sources(self, sources: Iterable[Src]) -> None: ...
 
     def due(self, now: float, limit: int | None = None) -> list[Src]: ...
+
+    def each_once(self, now: float, sources: Sequence[Src]) -> list[Src]: ...
 
     def next_due(self) -> float: ...
 
@@ -132,6 +134,10 @@ class SourceSchedule(Generic[Src]):
         heapq.heappush(self._heap, (when, next(self._order), name))
 
     # -- the four calls ---------------------------------------------------------------------------
+    def each_once(self, now: float, sources: Sequence[Src]) -> list[Src]:
+        """--once (parser/feeds/offering.py): every selected source, due or not."""
+        return list(sources)
+
     def due(self, now: float, limit: int | None = None) -> list[Src]:
         """The sources due by `now` (at most `limit`), earliest first; each is out until done()."""
         taken: list[Src] = []
