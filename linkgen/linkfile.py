@@ -52,6 +52,7 @@ from parser.core.durable import AppendFile
 MAX_ATTEMPTS = 4            # a link that failed or was refused this many times (not 404/410) is given up: dead
 RETRY_BASE = 600.0          # seconds before the first retry; each further retry waits 3 times longer
 RETRY_MAX = 24 * 3600.0
+STATUS_FILE = "links.status"  # beside links.txt: each link's status, a byte each
 STATUSES = ("pending", "done", "gone", "dead", "retry", "refused")  # the code of each is its position
 _CODE = {name: code for code, name in enumerate(STATUSES)}
 PENDING, DONE, RETRY, REFUSED = _CODE["pending"], _CODE["done"], _CODE["retry"], _CODE["refused"]
@@ -150,7 +151,7 @@ class LinkFile:
         self.clock = clock
         self.read_only = read_only
         self.links_path = folder / "links.txt"
-        self.status_path = folder / "links.status"
+        self.status_path = folder / STATUS_FILE
         self._count = 0                          # link lines (in the file, plus the read-only extras)
         self._on_disk = 0                        # link lines in links.txt
         self._disk_end = 0                       # bytes of links.txt that hold whole lines

@@ -35,7 +35,6 @@ from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
 from .group.parts import parts_for
 from .jobs.runner import JobLoop, JobMode, JobParts, JobRunner
-from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
 from .retention import Retention, marks_of
@@ -45,7 +44,7 @@ from .sources.protocols import polled, pushed
 from .sources.state import SourceState
 from .technique import Techniques
 
-if TYPE_CHECKING:  # the status page's type for the checker; the module itself is imported in _open_operator
+if TYPE_CHECKING:  # the status page's type for the checker; the module is imported by the parts (group/parts.py)
     from .operate.statuspage import StatusPage  # imported on first use: STATUS_LISTEN only (start-up time)
 
 __all__ = ["Daemon", "RunOptions"]
@@ -172,8 +171,8 @@ class Daemon:
             self.feeds.open_push(self.fetcher)
         if self.link_jobs:  # a dry run's: both passes in memory, their records printed (parser/jobs/runner.py)
             jobs = JobRunner(s, self.link_jobs, JobLoop(self.fetcher, self.scheduler, self.stop, self.clock),
-                             mode=JobMode(once=self.options.once, links_only=self.options.links_only),
-                             parts=JobParts(job_files=self.parts.job_files, shared=self.parts.shared,
+                             mode=JobMode(links_only=self.options.links_only),
+                             parts=JobParts(job_files=self.parts.job_files, pace=self.parts.job_pace(),
                                             max_objects=self.parts.max_objects),
                              runs=self.run_info.runs, stats=self.stats)
             jobs.open()
@@ -190,15 +189,12 @@ class Daemon:
                  redact_url(s.db_url), os.getpid())
 
     def _open_operator(self) -> None:
-        """Forever mode: `reset`/`poll` requests taken, the status page served (STATUS_LISTEN)."""
-        self._operator = OperatorRequests(None if self.options.once else ControlBox(self.settings.staging_dir),
-                                         schedule=self.feeds.schedule, run_info=self.run_info, clock=self.clock,
+        """Forever mode (the parts say): `reset`/`poll` requests taken, the status page served (STATUS_LISTEN)."""
+        self._operator = OperatorRequests(self.parts.control_box(), schedule=self.feeds.schedule,
+                                         run_info=self.run_info, clock=self.clock,
                                          save=lambda: self._save_state(force=True))
-        if self.settings.status_listen and not self.options.once:
-            from .operate.statuspage import (
-                open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
-            )
-            self.status_page = open_status_page(self.settings, lambda: self.flushes.health)
+        self.status_page = self.parts.status_page(lambda: self.flushes.health)
+        if self.status_page is not None:
             self.run_info.status_listen = self.status_page.base_url
 
     def _answer_polled(self, source: Source, state: SourceState, ok: bool) -> None:

@@ -17,7 +17,8 @@ from db.store import Database
 from parser.fetch.host_slots import HostSlots
 from parser.fetch.http import Fetcher
 from parser.fetch.scheduler import Scheduler
-from parser.jobs.runner import JobLoop, JobMode, JobRunner
+from parser.jobs.job_pace import OneShot
+from parser.jobs.runner import JobLoop, JobParts, JobRunner
 from parser.settings.params import Settings, settings_from_dict
 from tests.shop import HARVEST_FIELDS, Shop, item_page
 
@@ -40,7 +41,8 @@ def run_jobs_once(settings: Settings) -> None:
                       per_host=settings.per_host, pool_size=settings.concurrency,
                       slots=HostSlots(settings.per_host, stop=stop))
     scheduler = Scheduler(settings.concurrency, settings.per_host)
-    runner = JobRunner(settings, list(settings.link_jobs), JobLoop(fetcher, scheduler, stop), mode=JobMode(once=True))
+    runner = JobRunner(settings, list(settings.link_jobs), JobLoop(fetcher, scheduler, stop),
+                       parts=JobParts(pace=OneShot()))
     runner.open()
     db = Database(settings.db_url)
     try:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 from db.store import Database
 
@@ -24,13 +24,15 @@ from ..core import logs
 from ..core.coverage import Coverage
 from ..core.lock import FolderLock
 from ..core.record import RECORD_FIELDS
-from ..core.runinfo import daemon_status_path, kept_coverage
+from ..core.runinfo import Health, daemon_status_path, kept_coverage
 from ..feeds.offering import Offering, offering_for
 from ..fetch.host_slots import HostSlots
 from ..fetch.ratelimit import RateLimits
 from ..jobs.job_context import DRY_RUN_LINKS
 from ..jobs.job_files import InMemoryJobFiles, JobFiles
+from ..jobs.job_pace import Continuous, JobPace, OneShot, OneShotInGroup
 from ..jobs.runner import OpenFiles
+from ..operate.control import ControlBox
 from ..pipeline.fulltext import remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.known import KnownDigests
@@ -39,17 +41,22 @@ from ..push.websub import WebSub
 from ..settings.params import Settings, Source
 from ..sources.source_schedule import Schedule, SourceSchedule
 
+if TYPE_CHECKING:  # the status page's type for the checker; the module is imported in status_page()
+    from ..operate.statuspage import StatusPage
+
 NOTES_FILE = "notes.json"  # in STAGING_DIR: the settings' notes said at the last start (Daemon._say_notes)
 Subscriber = Callable[..., WebSub]  # builds the WebSub subscriber in place of WebSub (parser/push/endpoints.py)
 
 
 class Parts(Protocol):
-    shared: bool  # for the few choices that are no object: --once's claims, a job's refresh
     job_files: OpenFiles
     max_objects: int | None  # a job's objects fetched at most (None: every pending link)
 
     def offering(self) -> Offering:
         """Which sources each turn of the loop offers: the due ones (forever), or each selected one once."""
+
+    def job_pace(self) -> JobPace:
+        """How the jobs' passes pace the run: forever, --once, or --once in a group (parser/jobs/job_pace.py)."""
 
     def host_slots(self, stop: threading.Event) -> HostSlots:
         """The fetcher's host slots (the scheduler's too): this daemon's, or the group's."""
@@ -80,6 +87,12 @@ class Parts(Protocol):
     def daemon_json(self) -> Path | None:
         """Where the daemon's status is saved (None: nowhere)."""
 
+    def control_box(self) -> ControlBox | None:
+        """Where the operator's `reset`/`poll` requests come in (None: a one-shot run takes none)."""
+
+    def status_page(self, health: Callable[[], Health]) -> StatusPage | None:
+        """The status page served on STATUS_LISTEN (None: not set, or a one-shot run)."""
+
     def rate_limits(self) -> RateLimits: ...
 
     def inbox(self, staging_dir: Path) -> Inbox: ...
@@ -93,7 +106,6 @@ class Parts(Protocol):
 
 class Alone:
     """One daemon, its states in state.json and its budgets in memory."""
-    shared = False
     max_objects: int | None = None
 
     def __init__(self, settings: Settings, *, once: bool = False):
@@ -102,6 +114,9 @@ class Alone:
 
     def offering(self) -> Offering:
         return offering_for(self.once)
+
+    def job_pace(self) -> JobPace:
+        return OneShot() if self.once else Continuous()
 
     def host_slots(self, stop: threading.Event) -> HostSlots:
         return HostSlots(self.settings.per_host, stop=stop)
@@ -137,6 +152,17 @@ class Alone:
     def daemon_json(self) -> Path | None:
         return daemon_status_path(self.settings.staging_dir)
 
+    def control_box(self) -> ControlBox | None:
+        return None if self.once else ControlBox(self.settings.staging_dir)
+
+    def status_page(self, health: Callable[[], Health]) -> StatusPage | None:
+        if self.once or not self.settings.status_listen:
+            return None
+        from ..operate.statuspage import (
+            open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
+        )
+        return open_status_page(self.settings, health)
+
     def rate_limits(self) -> RateLimits:
         return RateLimits()
 
@@ -154,7 +180,6 @@ class InGroup(Alone):
     """One of the daemons sharing SHARED_DB_URL's database: its schedule, budgets, host slots, pushes and
     job links are the group's (parser/group/shared*.py). The modules are imported here, on first use:
     they need psycopg, which a daemon alone never loads."""
-    shared = True
 
     def __init__(self, settings: Settings, *, once: bool = False):
         super().__init__(settings, once=once)
@@ -163,6 +188,9 @@ class InGroup(Alone):
 
     def daemon_name(self) -> str | None:
         return f"{socket.gethostname()}:{os.getpid()}"
+
+    def job_pace(self) -> JobPace:
+        return OneShotInGroup() if self.once else Continuous()
 
     def host_slots(self, stop: threading.Event) -> HostSlots:
         from .shared_hosts import SharedHostSlots  # imported on first use: SHARED only (psycopg)

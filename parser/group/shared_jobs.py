@@ -167,6 +167,7 @@ class SharedLinkFile:
 
 class SharedJobFiles(JobFiles):
     """A job whose links and pass 1 turn are the group's (its sink, harvest log and holds stay local)."""
+    revisits = False  # the group's link table keeps no revisit times yet: each object is fetched once
     links: SharedLinkFile
 
     def _open_links(self, settings: Settings, clock: Callable[[], float]) -> SharedLinkFile:

@@ -25,6 +25,7 @@ from ..fetch.http import Fetcher
 from ..fetch.scheduler import Scheduler
 from ..settings.params import Settings
 from .job_files import JobFiles
+from .job_pace import JobPace
 from .job_run import JobRun
 
 log = logging.getLogger("parser")
@@ -55,20 +56,20 @@ class JobLoop:
 class JobContext:
     """The jobs' share of the daemon: fetcher, scheduler, robots.txt, the hosts' pauses, the mode."""
 
-    def __init__(self, settings: Settings, loop: JobLoop, *, once: bool, links_only: bool, max_objects: int | None,
-                 shared: bool = False, runs: RunLog | None = None, stats: Stats | None = None):
+    def __init__(self, settings: Settings, loop: JobLoop, *, pace: JobPace, links_only: bool, max_objects: int | None,
+                 runs: RunLog | None = None, stats: Stats | None = None):
+        """`pace`: how the passes pace this run (forever, --once, --once in a group: parser/jobs/job_pace.py)."""
         self.settings = settings
         self.fetcher = fetcher = loop.fetcher
         self.scheduler = loop.scheduler
         self.stop = loop.stop
         self.clock = clock = loop.clock
-        self.once = once
+        self.pace = pace
         self.links_only = links_only
         # None: every pending link; a number (--dry-run's DRY_RUN_LINKS): pass 1 expands a template
         # only as far as that many pending links and pass 2 fetches that many objects a job at most.
         self.max_objects = max_objects
         self.window = settings.concurrency  # a job's pages, and its objects, waiting or running at most
-        self.shared = shared  # SHARED = True: the group's links and hosts (parser/group/shared_jobs.py)
         self.runs = runs if runs is not None else RunLog()  # each pass 2's row of the `runs` table
         self.stats = stats if stats is not None else Stats()  # each pass 2's field coverage (parser/core/coverage.py)
         # The fetcher's own host slots (the group's with SHARED): a hold a feed poll received holds

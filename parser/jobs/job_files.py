@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from linkgen.harvest import Harvest
-from linkgen.linkfile import LinkFile, Links, Mark
+from linkgen.linkfile import STATUS_FILE, LinkFile, Links, Mark
 
 from ..adapters.extract import blank_values, compile_selector
 from ..core.jsonfile import read_object, write_whole
@@ -34,6 +34,7 @@ def job_folder(staging_dir: Path, name: str) -> Path:
 
 class JobFiles:
     """One job's files: link file, harvest log, sink (staging CSV, hashes) and state.json."""
+    revisits = True  # a done link is fetched again when its job's `refresh` comes (the group's files: not yet)
 
     read_only = False  # InMemoryJobFiles: the files read as they are, every change kept in memory
 
@@ -66,8 +67,9 @@ class JobFiles:
         return LinkFile(self.folder, self.job.name, clock=clock, read_only=self.read_only, refresh=self.job.refresh)
 
     def _open_sink(self, unique: UniqueRule) -> JobRecordSink:
-        return JobSink(table=self.job.name, columns=self.job.columns, unique=unique, files=SinkFiles(self.folder),
-                       updates=self.updates, kinds=self.job.kinds)
+        return JobSink(table=self.job.name, columns=self.job.columns, unique=unique,
+                       files=SinkFiles(self.folder, remembered_beside=(STATUS_FILE,)), updates=self.updates,
+                       kinds=self.job.kinds)
 
     def _load_state(self) -> dict:
         return read_object(self.state_path) or {}

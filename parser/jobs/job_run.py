@@ -125,19 +125,20 @@ class JobRun:
         """Links were added to the file (an open range went on): the next turn looks again."""
         self._drained = False
 
-    def next_link(self, links: Links, *, once: bool) -> Link | None:
-        """The next link whose host is not held: from the frontier, else pulled from the link file."""
+    def next_link(self, links: Links, *, retries_at_once: bool) -> Link | None:
+        """The next link whose host is not held: from the frontier, else pulled from the link file.
+        `retries_at_once` (--once: parser/jobs/job_pace.py): the first look takes earlier runs' retries now."""
         for _ in range(PULL_MAX):
             item = self._frontier.pop()
             if item is not None:
                 return item
-            item = self._pull(links, once)
+            item = self._pull(links, retries_at_once)
             if item is None:
                 return None
             self._frontier.append(item)
         return None
 
-    def _pull(self, links: Links, once: bool) -> Link | None:
+    def _pull(self, links: Links, retries_at_once: bool) -> Link | None:
         """One pending link from the file that is not already ours. The file is asked again when links
         were added (a harvest going on) or, for retries come due, every REREAD_EVERY seconds."""
         while True:
@@ -146,7 +147,7 @@ class JobRun:
                     return None
                 # --once asks again at once for the retries of earlier runs, only on its first look: a link
                 # that fails in this run waits for its backoff like any other.
-                self._links = links.pending(ignore_backoff=once and self._seen_links < 0)
+                self._links = links.pending(ignore_backoff=retries_at_once and self._seen_links < 0)
                 self._seen_links, self._asked_at = len(links), time.monotonic()
                 fresh = True
             else:

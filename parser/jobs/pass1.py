@@ -30,9 +30,7 @@ class Pass1:
         """Main thread, each turn: expand the template or start the harvest when due (--once: once a
         run), and hand the harvest's next pages to the scheduler."""
         ctx = self.ctx
-        # --once runs pass 1 now; in a group only when the group's is due and the job's lock is free.
-        once = ctx.once and not ctx.shared
-        due = not run.pass1_ran if once else files.pass1_due(ctx.clock())
+        due = ctx.pace.pass1_due(files, run, ctx.clock())  # forever, --once, --once in a group (job_pace.py)
         if files.harvest is None:
             if due:
                 self.expand_template(files, scheduled=True)
@@ -61,7 +59,7 @@ class Pass1:
                                    failed=partial(self._page_crashed, files, run, url, depth)))
         if harvest.finished():
             self._end_harvest(files, run)
-        elif ctx.once and not harvest.taken and harvest.waiting:
+        elif ctx.pace.waits_for_holds and not harvest.taken and harvest.waiting:
             # Only pages on held hosts are left: --once waits for them within its budget.
             ctx.hold_or_give_up(files, run, harvest.level_waiting(ctx.host_slots.key_held_for), "pages",
                                 harvest.waiting)

@@ -153,7 +153,7 @@ class Pass2:
         while room > 0:
             if most is not None and run.handed >= most:
                 return True
-            item = run.next_link(files.links, once=self.ctx.once)
+            item = run.next_link(files.links, retries_at_once=self.ctx.pace.retries_at_once)
             if item is None:
                 return True
             index, url = item
@@ -164,7 +164,8 @@ class Pass2:
                                         failed=partial(self._object_crashed, run, index, url, revisit)))
             run.handed_out(time.monotonic())
             room -= 1
-            if most is not None and run.handed == most and run.next_link(files.links, once=self.ctx.once) is not None:
+            if most is not None and run.handed == most \
+                    and run.next_link(files.links, retries_at_once=self.ctx.pace.retries_at_once) is not None:
                 self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
                                     f"{most} and stops there")
         return False
@@ -203,7 +204,7 @@ class Pass2:
         harvesting = files.harvest is not None and files.harvest.active and not run.given_up
         if run.has_counts and not harvesting:
             self.summary(files, run)
-        if self.ctx.once and run.parked_count and not harvesting and not run.given_up:
+        if self.ctx.pace.waits_for_holds and run.parked_count and not harvesting and not run.given_up:
             self.ctx.hold_or_give_up(files, run, run.parked_urls(), "links", run.parked_count)
 
     def summary(self, files: JobFiles, run: JobRun) -> None:

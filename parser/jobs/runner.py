@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from linkgen.frontier import HostFrontier
 
@@ -37,6 +37,7 @@ from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from .job_context import DRY_RUN_LINKS, JobContext, JobLoop, url_of, utc
 from .job_files import JobFiles, job_folder
+from .job_pace import Continuous, JobPace
 from .job_run import JobRun
 from .pass1 import Pass1
 from .pass2 import Pass2
@@ -48,8 +49,7 @@ __all__ = ["DRY_RUN_LINKS", "JobLoop", "JobMode", "JobParts", "JobRunner", "job_
 
 @dataclass(frozen=True)
 class JobMode:
-    """What the run asks of the jobs: --once, --links-only (pass 1 only)."""
-    once: bool = False
+    """What the run asks of the jobs: --links-only (pass 1 only)."""
     links_only: bool = False
 
 
@@ -61,9 +61,10 @@ OpenFiles = Callable[[LinkJob, Settings, Callable[[], float]], JobFiles]
 class JobParts:
     """What the daemon's parts (parser/group/parts.py, a floor above this one) choose for the jobs: how a job's
     files open (with SHARED the group's, parser/group/shared_jobs.py; a dry run's in memory, printing their
-    records), whether the links are the group's, and how many objects a job fetches at most (None: all)."""
+    records), how the passes pace the run (forever, --once, --once in a group: parser/jobs/job_pace.py), and
+    how many objects a job fetches at most (None: all)."""
     job_files: OpenFiles = JobFiles
-    shared: bool = False
+    pace: JobPace = field(default_factory=Continuous)
     max_objects: int | None = None
 
 
@@ -77,8 +78,8 @@ class JobRunner:
         self.settings = settings
         self.open_files = parts.job_files
         self.jobs = jobs
-        self.ctx = JobContext(settings, loop, once=mode.once, links_only=mode.links_only,
-                              max_objects=parts.max_objects, shared=parts.shared, runs=runs, stats=stats)
+        self.ctx = JobContext(settings, loop, pace=parts.pace, links_only=mode.links_only,
+                              max_objects=parts.max_objects, runs=runs, stats=stats)
         self.pass1 = Pass1(self.ctx)
         self.pass2 = Pass2(self.ctx, self.pass1)
         self.job_files: list[JobFiles] = []
@@ -90,10 +91,10 @@ class JobRunner:
         log.info("jobs: %s", ", ".join(f"{j.name} ({'harvest' if j.harvest else 'template'})" for j in self.jobs))
         now = ctx.clock()
         for job in self.jobs:
-            if job.refresh and ctx.shared:
+            files = self.open_files(job, self.settings, ctx.clock)
+            if job.refresh and not files.revisits:
                 log.warning("%s  refresh is not applied with SHARED = True (the group's link table keeps no "
                             "revisit times yet): each object is fetched once", job.name)
-            files = self.open_files(job, self.settings, ctx.clock)
             recovered = files.recover_staged()
             if recovered:
                 log.info("%s  %d links marked done from the staging CSV (their status was cut by a crash)",

@@ -36,8 +36,11 @@ class History:
     """The hashes.json of one hash file (`folder`/`stem`.txt, or .bloom with DEDUP = "bloom")."""
 
     def __init__(self, folder: Path, stem: str, *, dedup_mode: str, algorithm: str,
-                 unique_fields: str | Sequence[str], setting: str = "UNIQUE_FIELDS", read_only: bool = False):
-        """`setting` names unique_fields in the operator's words (UNIQUE_FIELDS, or a job's key)."""
+                 unique_fields: str | Sequence[str], setting: str = "UNIQUE_FIELDS", read_only: bool = False,
+                 remembered_beside: Sequence[str] = ()):
+        """`setting` names unique_fields in the operator's words (UNIQUE_FIELDS, or a job's key);
+        `remembered_beside`: the files in `folder` that remember what was stored besides the hashes (a job's
+        links.status), to be moved away with them for deleted rows to be stored again."""
         self.path = folder / f"{stem}.json"
         self.hashes = None if dedup_mode == "off" else folder / f"{stem}.{'bloom' if dedup_mode == 'bloom' else 'txt'}"
         self.away = folder / f"{stem}.*"
@@ -45,6 +48,7 @@ class History:
         self.rule = {"hash": algorithm, "unique_fields": fields, "identity_rules": RULES_VERSION}
         self.setting = setting
         self.read_only = read_only
+        self.beside = [folder / name for name in remembered_beside]
         self.saved = read_object(self.path) or {}
 
     # -- at start -----------------------------------------------------------------------------
@@ -130,8 +134,8 @@ class History:
         if not gone:
             return
         # A job's links are done: they are fetched again only without their statuses.
-        way = f"move {self.away} away (the entries still in the feeds are staged again" if table == "items" else \
-            f"move {self.away} and {self.away.parent / 'links.status'} away (every link of the job is fetched again"
+        way = f"move {self.away} away (the entries still in the feeds are staged again" if not self.beside else \
+            f"move {self.away} and {' and '.join(map(str, self.beside))} away (every link of the job is fetched again"
         log.info("table %s: %d of the %d newest rows flushed from %s are gone from it (deleted since the last "
                  "flush?). Their entries stay out: the hash file remembers them, so they are not staged again. To "
                  "store them again, stop the daemon and %s; rows the table holds are not doubled); to keep them "

@@ -41,6 +41,9 @@ class SinkFiles:
     staging_dir: Path
     csv_name: str = "staging.csv"
     hash_stem: str = "hashes"
+    # What else there remembers a record as stored (a job's links.status): moved away with the hashes to
+    # store deleted rows again (parser/pipeline/history.py).
+    remembered_beside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ class Sink:
         self.folder = staging_dir = files.staging_dir
         # Before any file opens: hashes of another rule are refused, naming the setting's old value.
         self.history = History(staging_dir, files.hash_stem, dedup_mode=unique.dedup_mode, algorithm=unique.algorithm,
-                               unique_fields=unique.fields, setting=unique.setting)
+                               unique_fields=unique.fields, setting=unique.setting,
+                               remembered_beside=files.remembered_beside)
         self.history.check_rule()
         self.staging = StagingFile(staging_dir / files.csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, staging_dir, unique.algorithm, files.hash_stem,
@@ -260,22 +264,22 @@ class SinkSettings(Protocol):
 
 def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
               staging_dir: Path, updates: str | Updates = "update", known: KnownDigests | None = None) -> Sink:
-    """A table's sink with its staging.csv and hashes in `staging_dir`. `updates`: the table's UPDATES mode,
-    or its sources' (db/upsert.py); `known`: the feeds' digests."""
-    return Sink(table=table, columns=columns, unique=_unique_rule(settings, table, unique_fields),
+    """The feeds' sink (its key's fields are UNIQUE_FIELDS) with its staging.csv and hashes in `staging_dir`.
+    `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `known`: the feeds' digests."""
+    return Sink(table=table, columns=columns, unique=_unique_rule(settings, unique_fields),
                 files=SinkFiles(staging_dir), updates=updates, known=known)
 
 
 def open_print_sink(settings: SinkSettings, *, table: str, columns: Sequence[str],
                     unique_fields: str | Sequence[str], staging_dir: Path, out: TextIO) -> PrintSink:
     """A dry run's sink in open_sink's place: the records printed on `out`, nothing written."""
-    return PrintSink(table=table, columns=columns, unique=_unique_rule(settings, table, unique_fields),
+    return PrintSink(table=table, columns=columns, unique=_unique_rule(settings, unique_fields),
                      files=SinkFiles(staging_dir), out=out)
 
 
-def _unique_rule(settings: SinkSettings, table: str, unique_fields: str | Sequence[str]) -> UniqueRule:
-    setting = "UNIQUE_FIELDS" if table == "items" else f"unique_fields of job {table!r} (LINK_JOBS)"
-    return UniqueRule(unique_fields, settings.dedup, settings.hash, setting, window=settings.unique_window)
+def _unique_rule(settings: SinkSettings, unique_fields: str | Sequence[str]) -> UniqueRule:
+    # A job's sinks are opened by its files (parser/jobs/job_files.py), with their own setting's name.
+    return UniqueRule(unique_fields, settings.dedup, settings.hash, "UNIQUE_FIELDS", window=settings.unique_window)
 
 
 def _keeps_history(updates: str | Updates) -> bool:
