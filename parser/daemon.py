@@ -1,6 +1,7 @@
-"""The loop: each turn the techniques offer the work that is due (the feeds' polls, parser/feeds/feed_pass.py;
-the jobs' pages and objects, parser/jobs/runner.py), worker threads do it (parser/fetch/scheduler.py), and the main
-thread stages what came back; every FLUSH_INTERVAL the staged records go to the database.
+"""The loop: each turn the collectors (one per technique) offer the work that is due (the feeds' polls,
+parser/feeds/feed_pass.py; the jobs' pages and objects, parser/jobs/runner.py), worker threads do it
+(parser/fetch/scheduler.py), and the main thread stages what came back; every FLUSH_INTERVAL the staged
+records go to the database.
 
 This module is the loop and how it starts and stops. Everything that writes (staging, hash files,
 state, logs) runs in the main thread, one turn's results at a time, so nothing needs a lock and a slow
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from db.store import Database
 
+from .collectors import Collectors
 from .core.clock import ScheduleClock, wall
 from .core.dates import iso
 from .core.errors import StorageError
@@ -42,7 +44,6 @@ from .settings.params import Settings, Source
 from .settings.run_options import RunOptions, select_jobs, select_sources, unpolled_picks, unpolled_text
 from .sources.protocols import polled, pushed
 from .sources.state import SourceState
-from .technique import Techniques
 
 if TYPE_CHECKING:  # the status page's type for the checker; the module is imported by the parts (group/parts.py)
     from .operate.statuspage import StatusPage  # imported on first use: STATUS_LISTEN only (start-up time)
@@ -83,7 +84,7 @@ class Daemon:
         self.db: Database | None = None
         self.sources_table: SourcesWriter | None = None  # the `sources` table, written at each flush
         self._feeds: FeedPass | None = None
-        self.techniques = Techniques()  # the feeds, then the jobs
+        self.collectors = Collectors()  # the feeds, then the jobs
         self.ticked = 0.0  # time.monotonic() of the last look for control requests and pushed records
         # For the operator: daemon.json (parser/core/runinfo.py), `reset`/`poll` requests, and the status page
         # (parser/operate/statuspage.py), which reads files and the flushes' health only.
@@ -164,7 +165,7 @@ class Daemon:
                               loop=FeedLoop(self.fetcher, self.scheduler, self.stop, self.clock, self.wall),
                               mode=FeedMode(offering=self.parts.offering(), named=self.options.picks_sources),
                               run_info=self.run_info, parts=self.parts, polled=self._answer_polled)
-        self.techniques.add(self.feeds)
+        self.collectors.add(self.feeds)
         self.db = self.parts.database()
         if self.db is not None:
             self.sources_table = SourcesWriter(self.feeds)
@@ -176,12 +177,12 @@ class Daemon:
                                             max_objects=self.parts.max_objects),
                              runs=self.run_info.runs, stats=self.stats)
             jobs.open()
-            self.techniques.add(jobs)
+            self.collectors.add(jobs)
         if self.db is None:  # a dry run: nothing flushed, retained or asked for
             return
-        for sink in self.techniques.sinks():
+        for sink in self.collectors.sinks():
             sink.check_history(self.db)  # hashes flushed elsewhere: refused, exit 2
-        prepare_tables(self.db, self.techniques.sinks())  # 0.5.x tables brought up, or refused: exit 2
+        prepare_tables(self.db, self.collectors.sinks())  # 0.5.x tables brought up, or refused: exit 2
         self.retention = Retention(s, self.db, stop=self.stop, wall=self.wall, marks=marks_of(s))
         self._open_operator()
         self._save_run_info()
@@ -204,7 +205,7 @@ class Daemon:
 
     def _close(self) -> None:
         listener = self._feeds.listener if self._feeds else None  # before the workers: pushes may use them
-        for part in (self.status_page, listener, self._scheduler, self.fetcher, self.techniques):
+        for part in (self.status_page, listener, self._scheduler, self.fetcher, self.collectors):
             if part:
                 part.close()  # the feeds' close closes the schedule's states too
         if self.retention is not None:  # its pass ends after its batch (the stop is set, or --once is done)
@@ -231,33 +232,33 @@ class Daemon:
             if self.retention is not None:
                 self.retention.tick()  # at start, then daily: beside the loop
             self._tick()
-            self.techniques.offer()
+            self.collectors.offer()
             self._work(self._seconds_until_next(next_flush))
             if self.clock() >= next_flush:
                 self.flush("interval")
                 next_flush = self.clock() + self.settings.flush_interval  # SIGHUP may change it
             self._save_state()
-            self.techniques.summary(due_only=True)
+            self.collectors.summary(due_only=True)
             if self.reload.pending():
                 self._reload()
         self._keep_finished()
         flush_ok = self.flush("stop")
-        self.techniques.summary()
+        self.collectors.summary()
         log.info(STOPPED[flush_ok])
         return 0
 
     def _run_once(self) -> int:
         """--once: every selected source once (Retry-After apart) and the jobs to their end, side by side
         on the one worker loop; then one flush."""
-        self.techniques.offer()  # every source, before the loop: a stop coming at once still has them offered
+        self.collectors.offer()  # every source, before the loop: a stop coming at once still has them offered
         while not self.stop.is_set():
-            self.techniques.offer()
-            if self.scheduler.idle() and self.techniques.finished():
+            self.collectors.offer()
+            if self.scheduler.idle() and self.collectors.finished():
                 break
             self._work(CONTROL_TICK)
         self._keep_finished()
-        self.techniques.take_pushed()
-        self.techniques.summary()
+        self.collectors.take_pushed()
+        self.collectors.summary()
         if self.db is None:  # a dry run: nothing to flush
             return self._once_said(0)
         flush_ok = self.flush("stop" if self.stop.is_set() else "once")
@@ -289,19 +290,19 @@ class Daemon:
 
     def _seconds_until_next(self, next_flush: float) -> float:
         """How long the main thread may wait for finished work before something else is due."""
-        soonest = min(next_flush, self.techniques.next_due())
+        soonest = min(next_flush, self.collectors.next_due())
         return min(max(soonest - self.clock(), 0.0), CONTROL_TICK)
 
     def _work(self, wait: float) -> None:
         """Start what is ready, wait up to `wait` s for finished work, and stage what came back."""
         self.scheduler.dispatch()
-        self.scheduler.absorb(wait)  # each result to its technique (parser/technique.py)
-        self.techniques.stage()
+        self.scheduler.absorb(wait)  # each result to its collector (parser/collectors.py)
+        self.collectors.stage()
 
     def _keep_finished(self) -> None:
         """Stopping or done: what finished is kept; what the stop cut short is no failure (not staged)."""
         self.scheduler.absorb(0)
-        self.techniques.keep_finished()
+        self.collectors.keep_finished()
 
     def _tick(self) -> None:
         """A few times a second at most: the status page's heartbeat, control requests, pushed records."""
@@ -311,7 +312,7 @@ class Daemon:
             return
         self.ticked = now
         self.operator.apply(self.feeds.sources, self.settings)  # the operator's requests are the feeds'
-        self.techniques.take_pushed()
+        self.collectors.take_pushed()
 
     def _reload(self) -> None:
         """SIGHUP: params.py read again; what it changes for the feeds applied (the jobs keep theirs)."""
@@ -328,8 +329,8 @@ class Daemon:
         """Staged records into the database (parser/flush_all.py); on failure they stay staged and the
         next flush retries. The outcome goes to daemon.json and the status page's health."""
         started = time.monotonic()
-        self.techniques.take_pushed()
-        flushed = flush_sinks(self.techniques.sinks(), self.db, why, db_url=self.settings.db_url,
+        self.collectors.take_pushed()
+        flushed = flush_sinks(self.collectors.sinks(), self.db, why, db_url=self.settings.db_url,
                               feeds_idle=not (self.feeds.sources or self.feeds.listened),  # --job alone: no feeds' line
                               sources=self.sources_table, runs=self.run_info.runs)
         self.flushes.record(why, flushed, time.monotonic() - started)
@@ -339,7 +340,7 @@ class Daemon:
     def _save_state(self, *, force: bool = False) -> None:
         """state.json and daemon.json, in batches (parser/sources/source_schedule.py's SAVE_EVERY), not per poll;
         `force` (a flush, the stop, an operator's request) writes both now."""
-        saved = self.techniques.save(force=force)
+        saved = self.collectors.save(force=force)
         if saved:
             self.stats.inc_value("state_writes")
         if saved or force:

@@ -1,4 +1,4 @@
-"""One flush of the daemon: every technique's sink into its table (the feeds' first, then each job's),
+"""One flush of the daemon: every collector's sink into its table (the feeds' first, then each job's),
 with one error path: a table that cannot be written keeps its rows staged for the next flush, and the
 others go on. Its outcome goes to the operator: daemon.json's flushes and the status page's health.
 """

@@ -9,7 +9,7 @@ from parser.core.record import record_digest
 from parser.pipeline.dedup import open_uniqueness
 from parser.pipeline.identity import Identity
 from parser.pipeline.intake import Batch, Verdict, decide
-from parser.pipeline.known import short_key
+from parser.pipeline.last_polls import short_key
 from tests.feeds import numbered_items, rss
 
 

@@ -1,6 +1,6 @@
 """Both passes of the two-pass jobs in-process (parser/jobs/runner.py's JobRunner on a real Scheduler and
 Fetcher, against the shop on 127.0.0.1), driven through the calls the daemon's loop makes of a
-technique (parser/technique.py: offer, stage, finished, keep_finished, sinks). Pass 1 writes the link
+technique (parser/collectors.py: offer, stage, finished, keep_finished, sinks). Pass 1 writes the link
 file (a template, or a harvest that follows listings), pass 2 fetches each link once and stages one
 record per object, and a flush stores them. The same runs through run_daemon.py are in
 test_twopass_e2e.py; these show the passes themselves, without a process."""

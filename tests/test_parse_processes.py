@@ -27,7 +27,7 @@ from parser.core.record import safe_record
 from parser.fetch.http import FetchResult
 from parser.pipeline.first_read import read_new
 from parser.pipeline.identity import Identity
-from parser.pipeline.known import short_key
+from parser.pipeline.last_polls import short_key
 from parser.settings.params import settings_from_dict
 from parser.sources.poll import Keying, Poller
 from tests.conftest import ROOT, Project, corpus_dir
@@ -62,7 +62,7 @@ class FirstRead(NamedTuple):
 
 def first_read(body: bytes, known=None) -> FirstRead:
     parsed, keyed = read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50,
-                             known=known, rule=RULE, feed_urls=(URL,))
+                             last_poll=known, rule=RULE, feed_urls=(URL,))
     return FirstRead(parsed.records, keyed.keys, keyed.repeated, keyed.digests)
 
 
@@ -153,7 +153,7 @@ def test_a_parse_process_is_sent_the_source_without_the_settings(tmp_path):
     cpu = Sent()
     poller = Poller(OneBody(), stop=threading.Event(), max_wait=5, cpu=cpu)
     _, parsed, _ = poller.poll(source, etag=None, last_modified=None, fetched="2026-12-01T00:00:00Z",
-                               keying=Keying(rule=RULE, known=None, feed_urls=(URL,)))
+                               keying=Keying(rule=RULE, last_poll=None, feed_urls=(URL,)))
     assert parsed is not None and len(parsed.records) == 3 and len(cpu.sent) == 1
     said = subprocess.run([sys.executable, "-c", _IMPORTED], input=cpu.sent[0], capture_output=True, cwd=ROOT,
                           check=True)

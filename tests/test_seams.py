@@ -1,5 +1,5 @@
 """The seams between the rooms (issue 28, points 2 and 3), held where a type checker alone does not hold
-them: the poll's result is a value, SHARED is read once, the loop reaches no part of a technique, and
+them: the poll's result is a value, SHARED is read once, the loop reaches no part of a collector, and
 the polls' counters are counted in one place, so daemon.json and the "polled:" line cannot disagree."""
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_shared_is_chosen_in_one_place():
 
 
 def test_the_loop_reaches_no_part_of_the_feed_pass():
-    """The daemon and the flush call the feed pass's own methods (and the loop the Technique calls);
+    """The daemon and the flush call the feed pass's own methods (and the loop the Collector calls);
     they never reach through it into its taker, schedule or poller, nor set its attributes."""
     found = []
     for name in ("daemon.py", "flush_all.py"):

@@ -287,7 +287,7 @@ def test_the_daemon_drops_old_hashes_at_a_flush_and_status_shows_the_file(server
     assert second.returncode == 0, second.stderr
     log = project.log()
     assert "hashes: dropped 3 older than 400d (kept 0, file 0.00 MB -> 0.00 MB)" in log
-    # The entries still in the feed are known from its last poll (staging/known.tsv, parser/pipeline/known.py):
+    # The entries still in the feed are known from its last poll (staging/known.tsv, parser/pipeline/last_polls.py):
     # they are neither read nor staged again, this run or the next.
     assert project.polls("a")[-1] == (3, 0, 0) and "already stored" not in log
     third = project.run("--once")

@@ -414,7 +414,7 @@ def _ids(entry: etree._Element, fields: Mapping[str, list], source_name: str, *,
 
 def _digest(fields: Mapping[str, list]) -> str:
     """16 hex characters over the text of what an edit changes (title, summary, content, updated): a
-    known entry whose digest differs is read whole again and updates its row (parser/pipeline/known.py).
+    known entry whose digest differs is read whole again and updates its row (parser/pipeline/last_polls.py).
     Its elements' text as libxml2 holds it, in UTF-8 (no str made and encoded again), through OpenSSL's
     SHA-1: the cheapest measured (docs/benchmarks.md), as it is paid for every kept entry of every changed
     feed. What it must see is an edit, not an attacker's collision: 64 bits of any good hash do."""

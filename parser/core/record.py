@@ -198,7 +198,7 @@ def now_iso(clock: Callable[[], float] = time.time) -> str:
 
 def content_digest(*texts: str) -> str:
     """16 hex characters over what an edit changes (EDITABLE_FIELDS, or an entry's raw text): kept per
-    entry beside its key, so a poll re-reads and re-stages only what changed (parser/pipeline/known.py)."""
+    entry beside its key, so a poll re-reads and re-stages only what changed (parser/pipeline/last_polls.py)."""
     joined = "\x1f".join(texts).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(joined, digest_size=8).hexdigest()
 

@@ -1,7 +1,7 @@
 """The cyclic pass: each polled source, when it is due, fetched and parsed in a worker thread
 (parser/sources/poll.py), its new records staged in the main thread, then its state and log lines written.
 With the jobs (parser/jobs/runner.py) it is one of the two techniques the daemon's loop drives through
-parser/technique.py; pushed records (webhook, WebSub) come through the inbox to the same sink.
+parser/collectors.py; pushed records (webhook, WebSub) come through the inbox to the same sink.
 
 A turn: offer() hands the due sources to the scheduler; each poll that comes back is kept
 (_poll_back); stage() then stages all of the turn's records at once (one fsync, parser/pipeline/sink.py) and
@@ -32,7 +32,7 @@ from ..group.parts import Parts
 from ..pipeline.filters import over_age
 from ..pipeline.fulltext import FullText
 from ..pipeline.inbox import Inbox
-from ..pipeline.known import KnownDigests
+from ..pipeline.last_polls import LastPolls
 from ..pipeline.sink import Batch, RecordSink, Staged
 from ..settings.params import Settings, Source
 from ..sources.poll import Keying, Poller
@@ -97,16 +97,16 @@ class FeedPass:
         self.scheduler, self.clock, self.wall, self.stop = loop.scheduler, loop.clock, loop.wall, loop.stop
         self.offering, self.parts, self.polled = mode.offering, parts, polled
         self.schedule = self._open_schedule(fetcher, named=mode.named)
-        # Per source, the keys and digests of its last poll (parser/pipeline/known.py): its next poll reads
+        # Per source, the keys and digests of its last poll (parser/pipeline/last_polls.py): its next poll reads
         # whole only the entries new or changed since, and an entry changed is staged as an update. Saved
         # by the sink with the hashes at each flush; none with DEDUP "off" (nothing is known to be stored).
         # A dry run reads them, so that it shows an edit as the update a real run would stage; its PrintSink
         # takes none to save.
         remember = settings.dedup != "off"
         try:
-            self.known = KnownDigests(settings.staging_dir / "known.tsv" if remember else None,
+            self.last_polls = LastPolls(settings.staging_dir / "known.tsv" if remember else None,
                                       settings.staging_dir / "hashes.txt")
-            self.sink = parts.items_sink(settings, known=self.known if remember else None)
+            self.sink = parts.items_sink(settings, last_polls=self.last_polls if remember else None)
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
             raise
@@ -155,7 +155,7 @@ class FeedPass:
         self.settings, self.sources = settings, sources
         self.taker.dead_after = settings.dead_after
 
-    # -- the loop's calls (parser/technique.py) ---------------------------------------------------
+    # -- the loop's calls (parser/collectors.py) ---------------------------------------------------
     def offer(self) -> None:
         """Hand the sources the run's Offering says to the scheduler: the due ones (SHARED: those this daemon
         claims); --once: every selected source once, at the first call (a server's Retry-After still honoured)."""
@@ -234,7 +234,7 @@ class FeedPass:
         address = polled_at(source, state)
         self.in_flight += 1
         keying = Keying(rule=(self.settings.unique_fields, self.settings.hash, "items"),
-                        known=self.known.get(source.name), feed_urls=(source.url,))
+                        last_poll=self.last_polls.get(source.name), feed_urls=(source.url,))
         self.scheduler.add(Work(url=address.url,
                                 run=partial(self._poll, address, state.etag, state.last_modified,
                                             state.may_discover(), keying),
@@ -295,8 +295,8 @@ class FeedPass:
         for outcome, staged in zip(answered, results, strict=True):
             if outcome.keyed is not None:
                 self._say(outcome.keyed.said)
-            if self.known.path is not None:  # packed: 16 bytes an entry (parser/pipeline/known.py)
-                self.known.put(outcome.source.name, staged.digests)
+            if self.last_polls.path is not None:  # packed: 16 bytes an entry (parser/pipeline/last_polls.py)
+                self.last_polls.put(outcome.source.name, staged.digests)
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
 
     def _batch(self, outcome: PollOutcome) -> Batch:
@@ -310,9 +310,9 @@ class FeedPass:
             # never hashed, so they must not be known either (a changed rule lets them in).
             digests = {key: keyed.digests[key] for key in (*keys, *keyed.repeated) if key in keyed.digests}
         return Batch(parsed.records, self._feed_links(source, outcome), keys, repeated,
-                     digests=digests or None, previous=self.known.get(source.name),
-                     updates=source.updates != "ignore" and self.known.path is not None
-                     and self.known.checks(source.name))
+                     digests=digests or None, previous=self.last_polls.get(source.name),
+                     updates=source.updates != "ignore" and self.last_polls.path is not None
+                     and self.last_polls.checks(source.name))
 
     def _say(self, lines: list[tuple[bool, str]]) -> None:
         """Identity's lines from where the body was parsed; a once-per-source line once per run."""
@@ -342,11 +342,12 @@ class FeedPass:
                 records, _, blocked = source.entry_filter.split(records)
                 records, _, too_old = over_age(records, self.settings.retain_of(source).items, self.wall())
                 blocked += too_old
-            remember = source is not None and source.updates != "ignore" and self.known.path is not None
-            staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()), previous=self.known.get(name),
-                                                 updates=remember and self.known.checks(name))])[0]
+            remember = source is not None and source.updates != "ignore" and self.last_polls.path is not None
+            staged = self.sink.stage_many([Batch(records, self.feed_links.get(name, ()),
+                                                 previous=self.last_polls.get(name),
+                                                 updates=remember and self.last_polls.checks(name))])[0]
             if remember:
-                self.known.merge(name, staged.digests)
+                self.last_polls.merge(name, staged.digests)
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 self.schedule.changed()
                 self.taker.stats.received(self.schedule.state(source), self.clock(), new=len(staged.new),

@@ -6,7 +6,7 @@ logs, database, daemon.json). Every other module is handed the part it uses and 
 each Shared twin is checked against its single-daemon type by the type checker (a subclass, or the Schedule
 protocol of parser/sources/source_schedule.py).
 
-A dry run is never the group's: it reads its own files and writes none (DryRun).
+A dry run is never the group's: it reads its own files and writes none (DryRunParts).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from ..jobs.runner import OpenFiles
 from ..operate.control import ControlBox
 from ..pipeline.fulltext import remember_path
 from ..pipeline.inbox import Inbox
-from ..pipeline.known import KnownDigests
+from ..pipeline.last_polls import LastPolls
 from ..pipeline.sink import RecordSink, open_print_sink, open_sink
 from ..push.websub import WebSub
 from ..settings.params import Settings, Source
@@ -65,7 +65,7 @@ class Parts(Protocol):
                  named: bool) -> Schedule[Source]:
         """The sources' schedule and states: state.json's, the group's, or a dry run's in memory."""
 
-    def items_sink(self, settings: Settings, *, known: KnownDigests | None) -> RecordSink:
+    def items_sink(self, settings: Settings, *, last_polls: LastPolls | None) -> RecordSink:
         """The feeds' sink (table `items`): a Sink, or a dry run's PrintSink."""
 
     def full_text_memory(self) -> Path | None:
@@ -104,7 +104,7 @@ class Parts(Protocol):
         """What the `runs` table calls this daemon: None alone, its host and pid in a group."""
 
 
-class Alone:
+class AloneParts:
     """One daemon, its states in state.json and its budgets in memory."""
     max_objects: int | None = None
 
@@ -125,9 +125,9 @@ class Alone:
                  named: bool) -> Schedule[Source]:
         return SourceSchedule(self.settings.staging_dir / "state.json", clock, workers=self.settings.concurrency)
 
-    def items_sink(self, settings: Settings, *, known: KnownDigests | None) -> RecordSink:
+    def items_sink(self, settings: Settings, *, last_polls: LastPolls | None) -> RecordSink:
         return open_sink(settings, table="items", columns=RECORD_FIELDS, unique_fields=settings.unique_fields,
-                         staging_dir=settings.staging_dir, updates=settings.items_updates, known=known)
+                         staging_dir=settings.staging_dir, updates=settings.items_updates, last_polls=last_polls)
 
     def full_text_memory(self) -> Path | None:
         return remember_path(self.settings.staging_dir)
@@ -176,7 +176,7 @@ class Alone:
         return None
 
 
-class InGroup(Alone):
+class GroupParts(AloneParts):
     """One of the daemons sharing SHARED_DB_URL's database: its schedule, budgets, host slots, pushes and
     job links are the group's (parser/group/shared*.py). The modules are imported here, on first use:
     they need psycopg, which a daemon alone never loads."""
@@ -215,7 +215,7 @@ class InGroup(Alone):
         return partial(SharedWebSub, db_url=self.settings.db_url)
 
 
-class DryRun(Alone):
+class DryRunParts(AloneParts):
     """--dry-run: a daemon alone that reads its files and writes none. The feeds' and the jobs' records are
     printed on `out` (PrintSink, JobPrintSink), the states kept in memory (state.json untouched), the jobs'
     files opened in memory (InMemoryJobFiles) with at most DRY_RUN_LINKS objects a job; no log files (the
@@ -232,7 +232,7 @@ class DryRun(Alone):
                  named: bool) -> Schedule[Source]:
         return SourceSchedule(None, clock, workers=self.settings.concurrency)
 
-    def items_sink(self, settings: Settings, *, known: KnownDigests | None) -> RecordSink:
+    def items_sink(self, settings: Settings, *, last_polls: LastPolls | None) -> RecordSink:
         """Digests read (an edit shows as the update a real run would stage), none saved."""
         return open_print_sink(settings, table="items", columns=RECORD_FIELDS, unique_fields=settings.unique_fields,
                                staging_dir=settings.staging_dir, out=self.out)
@@ -271,5 +271,5 @@ def parts_for(settings: Settings, *, dry_run: bool, once: bool, out: TextIO) -> 
     """The one place SHARED, --dry-run and --once are read for a running daemon's parts; a dry run prints on
     `out`."""
     if dry_run:
-        return DryRun(settings, out)
-    return InGroup(settings, once=once) if settings.shared else Alone(settings, once=once)
+        return DryRunParts(settings, out)
+    return GroupParts(settings, once=once) if settings.shared else AloneParts(settings, once=once)

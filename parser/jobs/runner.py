@@ -116,7 +116,7 @@ class JobRunner:
         """The jobs' sinks, flushed by the daemon with its own (Daemon.flush)."""
         return [files.sink for files in self.job_files]
 
-    # -- the daemon's turn (parser/technique.py) ----------------------------------------------
+    # -- the daemon's turn (parser/collectors.py) ----------------------------------------------
     def take_pushed(self) -> None:
         """Nothing is pushed to a job."""
 

@@ -33,7 +33,7 @@ _IDENTITIES: dict[tuple[str | tuple[str, ...], str, str], Identity] = {}
 class Keyed:
     """What the first look found of one body, beside its Parsed: each record's key (in the records' order),
     the keys of the entries judged REPEATED (never read), every entry's digest (key -> digest, read or not:
-    parser/pipeline/known.py) and identity's lines for the daemon's log ((said once per source?, line))."""
+    parser/pipeline/last_polls.py) and identity's lines for the daemon's log ((said once per source?, line))."""
     keys: list[str]
     repeated: list[str]
     digests: dict[str, str]
@@ -50,26 +50,26 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
 
 @one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, known: Mapping[str, str] | None, rule: KeyRule,
+             limit: int, last_poll: Mapping[str, str] | None, rule: KeyRule,
              feed_urls: tuple[str, ...]) -> tuple[Parsed, Keyed]:
     """One polled body parsed, its records keyed and those the first look judged REPEATED left unread.
-    `known`: short key -> digest of the source's last poll (parser/pipeline/known.py), None when nothing is
+    `last_poll`: short key -> digest of the source's last poll (parser/pipeline/last_polls.py), None when nothing is
     known of it (every entry read). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
     `feed_urls`: the feed's addresses that the sink takes as its own (with the home page the body gives).
     Raises ParseError as parse_body does."""
     identity = identity_for(*rule)
     for scan in scans(source, body, url=url, headers=headers, fetched=fetched, limit=limit,
                       ids=identity.keyed_by_ids()):
-        read = _read(scan, identity, known, feed_urls)
+        read = _read(scan, identity, last_poll, feed_urls)
         if read is not None:
             return read
     raise AssertionError("scans ends in a read")  # unreachable: scans raises when no adapter reads it
 
 
-def _read(scan: Scan, identity: Identity, known: Mapping[str, str] | None,
+def _read(scan: Scan, identity: Identity, last_poll: Mapping[str, str] | None,
           feed_urls: tuple[str, ...]) -> tuple[Parsed, Keyed] | None:
     """One adapter's scan read as the first look wants; None when the adapter hands the body on."""
-    look = first_look(identity, scan.ids, (scan.home, *feed_urls), known)
+    look = first_look(identity, scan.ids, (scan.home, *feed_urls), last_poll)
     if look is not None:
         parsed = scan.read(look.wanted)
         if parsed is None:

@@ -8,7 +8,7 @@ batch). The rules are here alone: `first_look` decides REPEATED where the body i
 parser/pipeline/first_read.py), before any entry is read whole, and `decide` the rest on the main thread, the
 records keyed (parser/pipeline/identity.py) and checked against the hashes (parser/pipeline/dedup.py). The
 Intake then appends the NEW, EDITED and RECHECKED records durably to the staging CSV and only then remembers
-their hashes; with the feeds' sink, each source's last poll's digests (parser/pipeline/known.py) are saved
+their hashes; with the feeds' sink, each source's last poll's digests (parser/pipeline/last_polls.py) are saved
 after the hashes. The flush (parser/pipeline/flusher.py) takes the CSV from there.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..core.record import AnyRecord, StagedRecord, clean_text, record_digest, safe_record
 from .identity import Identity
-from .known import KnownDigests, short_key
+from .last_polls import LastPolls, short_key
 from .quarantine import set_aside
 from .staging import StagingFile, read_rows
 
@@ -60,7 +60,7 @@ def first_look(identity: Identity, ids: Sequence[Mapping[str, str]], feed_links:
                previous: Mapping[str, str] | None) -> FirstLook | None:
     """Where the body is parsed, before any entry is read whole: each entry keyed from its ids ({source,
     guid, link, digest} as the adapter reads them) and REPEATED where `previous` (short key -> digest of the
-    source's last poll, parser/pipeline/known.py) holds its key with the same digest. None when a key needs
+    source's last poll, parser/pipeline/last_polls.py) holds its key with the same digest. None when a key needs
     more than the ids (an entry with neither guid nor link, keyed by its content; UNIQUE_FIELDS naming other
     fields): every entry is then read whole and keyed from the record (parser/pipeline/first_read.py)."""
     if not identity.keyed_by_ids():
@@ -102,7 +102,7 @@ class Batch(NamedTuple):
     repeated: int = 0  # entries judged REPEATED there (first_look), never read whole
     # key -> digest, as the parse took them (the records' and the unread entries'); None: from the records.
     digests: Mapping[str, str] | None = None
-    # The source's last poll's digests (short key -> digest, parser/pipeline/known.py); None: none known, so
+    # The source's last poll's digests (short key -> digest, parser/pipeline/last_polls.py); None: none known, so
     # an entry stored before is staged again (the flush changes its row only when something differs).
     previous: Mapping[str, str] | None = None
     updates: bool = False  # stage an entry stored before whose digest changed (UPDATES is not "ignore")
@@ -165,12 +165,12 @@ def _hashed(key: str, record: AnyRecord) -> StagedRecord:
 
 
 class Intake:
-    """One table's intake: identity, uniqueness (the hashes), the staging CSV and the known digests."""
+    """One table's intake: identity, uniqueness (the hashes), the staging CSV and the last polls' digests."""
 
     def __init__(self, table: str, identity: Identity, dedup: Uniqueness, staging: StagingFile, *,
-                 folder: Path, known: KnownDigests | None = None):
+                 folder: Path, last_polls: LastPolls | None = None):
         self.table, self.identity, self.dedup, self.staging = table, identity, dedup, staging
-        self.folder, self.known = folder, known
+        self.folder, self.last_polls = folder, last_polls
 
     def stage_many(self, batches: Sequence[Batch]) -> list[Staged]:
         """Several polls' records (each with its feed's links) in one durable append, one fsync for all;
@@ -202,8 +202,8 @@ class Intake:
 
     def save(self) -> None:
         self.dedup.save()
-        if self.known is not None:  # after the hashes: a digest saved never leads the hash it goes with
-            self.known.save()
+        if self.last_polls is not None:  # after the hashes: a digest saved never leads the hash it goes with
+            self.last_polls.save()
 
     def close(self) -> None:
         self.dedup.close()

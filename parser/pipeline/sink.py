@@ -28,7 +28,7 @@ from .hash_window import Compacted
 from .history import History
 from .identity import Identity
 from .intake import Batch, Intake, Staged, Verdict, decide
-from .known import KnownDigests
+from .last_polls import LastPolls
 from .staging import StagingFile
 
 log = logging.getLogger("parser")
@@ -78,15 +78,15 @@ def _shown(value: object) -> object:
 
 class Sink:
     """One table's sink: an Intake (parser/pipeline/intake.py: each record's verdict, identity, uniqueness,
-    the staging CSV, the known digests) and a Flusher (parser/pipeline/flusher.py: the batches into the table,
+    the staging CSV, the last polls' digests) and a Flusher (parser/pipeline/flusher.py: the batches into the table,
     the refused rows set aside, the history's marks) over the same staging file."""
 
     def __init__(self, *, table: str, columns: Sequence[str], unique: UniqueRule, files: SinkFiles,
-                 updates: str | Updates = "update", known: KnownDigests | None = None):
+                 updates: str | Updates = "update", last_polls: LastPolls | None = None):
         """`unique`: how a record staged before is told (its key's fields, DEDUP, HASH, UNIQUE_WINDOW);
         `files`: where the staging CSV and hashes are; `updates`: the table's UPDATES mode at the flush, or
-        its sources' (db/upsert.py); `known`: the feeds' sink's, each source's last poll
-        (parser/pipeline/known.py), saved with the hashes."""
+        its sources' (db/upsert.py); `last_polls`: the feeds' sink's, each source's last poll
+        (parser/pipeline/last_polls.py), saved with the hashes."""
         self.table = table
         self.updates = updates
         self.columns = ("hash", *columns)
@@ -100,8 +100,8 @@ class Sink:
         self.staging = StagingFile(staging_dir / files.csv_name, self.columns)
         self.dedup: Uniqueness = open_uniqueness(unique.dedup_mode, staging_dir, unique.algorithm, files.hash_stem,
                                                  window=unique.window)
-        self.known = known
-        self.intake = Intake(table, self.identity, self.dedup, self.staging, folder=staging_dir, known=known)
+        self.last_polls = last_polls
+        self.intake = Intake(table, self.identity, self.dedup, self.staging, folder=staging_dir, last_polls=last_polls)
         self.flusher = Flusher(table, self.columns, self.staging, self.history, folder=staging_dir, updates=updates)
 
     def table_spec(self) -> TableSpec:
@@ -212,7 +212,7 @@ class PrintSink:
 
 
 class RecordSink(Protocol):
-    """Where a technique stages its records: a table's Sink, or --dry-run's PrintSink in its place."""
+    """Where a collector stages its records: a table's Sink, or --dry-run's PrintSink in its place."""
     table: str
 
     def table_spec(self) -> TableSpec:
@@ -263,11 +263,11 @@ class SinkSettings(Protocol):
 
 
 def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], unique_fields: str | Sequence[str],
-              staging_dir: Path, updates: str | Updates = "update", known: KnownDigests | None = None) -> Sink:
+              staging_dir: Path, updates: str | Updates = "update", last_polls: LastPolls | None = None) -> Sink:
     """The feeds' sink (its key's fields are UNIQUE_FIELDS) with its staging.csv and hashes in `staging_dir`.
-    `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `known`: the feeds' digests."""
+    `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `last_polls`: the feeds' digests."""
     return Sink(table=table, columns=columns, unique=_unique_rule(settings, unique_fields),
-                files=SinkFiles(staging_dir), updates=updates, known=known)
+                files=SinkFiles(staging_dir), updates=updates, last_polls=last_polls)
 
 
 def open_print_sink(settings: SinkSettings, *, table: str, columns: Sequence[str],

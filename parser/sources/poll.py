@@ -33,7 +33,7 @@ class Keying:
     """Identity first (parser/pipeline/first_read.py) for one poll: the sink's rule, the keys the
     source's last poll held with their digests, and the feed's own addresses as the sink names them."""
     rule: KeyRule  # (UNIQUE_FIELDS, HASH, table)
-    known: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/known.py)
+    last_poll: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/last_polls.py)
     feed_urls: tuple[str, ...]
 
 
@@ -118,7 +118,7 @@ class Poller:
                 return self.cpu.run(parse_body, source, result.body, url=result.url, headers=result.headers,
                                     fetched=fetched, limit=source.max_items), None
             return self.cpu.run(read_new, source, result.body, url=result.url, headers=result.headers,
-                                fetched=fetched, limit=source.max_items, known=keying.known, rule=keying.rule,
+                                fetched=fetched, limit=source.max_items, last_poll=keying.last_poll, rule=keying.rule,
                                 feed_urls=(*keying.feed_urls, result.url))
         except ProcessDiedError as exc:
             raise ParseProcessError(str(exc)) from None

@@ -41,7 +41,7 @@ def short_key(key: str) -> str:
     return key[:KEY_CHARS]
 
 
-class KnownDigests:
+class LastPolls:
     """Per source, the packed digests of its last poll; loaded from and saved to `path`."""
 
     def __init__(self, path: Path | None, hash_file: Path | None = None):

@@ -1,11 +1,12 @@
-"""What the daemon's loop asks of a technique: the feeds' cyclic pass (parser/feeds/feed_pass.py) and the
-two-pass jobs (parser/jobs/runner.py) both answer these calls, and the loop knows nothing else of them.
+"""What the daemon's loop asks of a collector, one per collector: the feeds' cyclic pass
+(parser/feeds/feed_pass.py) and the two-pass jobs (parser/jobs/runner.py) both answer these calls, and the loop
+knows nothing else of them.
 
 A turn of the loop: offer() on each, the scheduler dispatches, its absorb() hands every piece of work
-that finished to the `absorb` its technique gave with it (parser/fetch/scheduler.py's Work: kept for the
+that finished to the `absorb` its collector gave with it (parser/fetch/scheduler.py's Work: kept for the
 turn), then stage() on each; save() and summary() after it, take_pushed() a few times a second. At a
 flush, take_pushed() and sinks(); at the stop, keep_finished() and close().
-Techniques makes them one: the loop calls it as it would call one technique.
+Collectors makes them one: the loop calls it as it would call one collector.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Protocol
 from .pipeline.sink import RecordSink
 
 
-class Technique(Protocol):
+class Collector(Protocol):
     def offer(self) -> None:
         """Main thread: hand the work due now to the scheduler (parser/fetch/scheduler.py), each Work with
-        the technique's own step for its result."""
+        the collector's own step for its result."""
 
     def stage(self) -> None:
         """Main thread, after the scheduler's absorb: stage what came back this turn (records before
@@ -49,48 +50,48 @@ class Technique(Protocol):
         """Files and connections of its own closed (the sinks included)."""
 
 
-class Techniques:
-    """The techniques the loop drives, the feeds' first: each call goes to each of them in turn."""
+class Collectors:
+    """The collectors the loop drives, the feeds' first: each call goes to each of them in turn."""
 
-    def __init__(self, *techniques: Technique):
-        self.each: list[Technique] = list(techniques)
+    def __init__(self, *collectors: Collector):
+        self.each: list[Collector] = list(collectors)
 
-    def add(self, technique: Technique) -> None:
-        self.each.append(technique)
+    def add(self, collector: Collector) -> None:
+        self.each.append(collector)
 
     def offer(self) -> None:
-        for technique in self.each:
-            technique.offer()
+        for collector in self.each:
+            collector.offer()
 
     def stage(self) -> None:
-        for technique in self.each:
-            technique.stage()
+        for collector in self.each:
+            collector.stage()
 
     def keep_finished(self) -> None:
-        for technique in self.each:
-            technique.keep_finished()
+        for collector in self.each:
+            collector.keep_finished()
 
     def finished(self) -> bool:
-        return all(technique.finished() for technique in self.each)
+        return all(collector.finished() for collector in self.each)
 
     def sinks(self) -> list[RecordSink]:
-        return [sink for technique in self.each for sink in technique.sinks()]
+        return [sink for collector in self.each for sink in collector.sinks()]
 
     def take_pushed(self) -> None:
-        for technique in self.each:
-            technique.take_pushed()
+        for collector in self.each:
+            collector.take_pushed()
 
     def next_due(self) -> float:
-        return min((technique.next_due() for technique in self.each), default=math.inf)
+        return min((collector.next_due() for collector in self.each), default=math.inf)
 
     def save(self, *, force: bool = False) -> bool:
-        saved = [technique.save(force=force) for technique in self.each]  # each, not the first that saved
+        saved = [collector.save(force=force) for collector in self.each]  # each, not the first that saved
         return any(saved)
 
     def summary(self, *, due_only: bool = False) -> None:
-        for technique in self.each:
-            technique.summary(due_only=due_only)
+        for collector in self.each:
+            collector.summary(due_only=due_only)
 
     def close(self) -> None:
-        for technique in self.each:
-            technique.close()
+        for collector in self.each:
+            collector.close()
