@@ -111,7 +111,7 @@ def prepare_tables(db: Database, sinks: list[RecordSink]) -> None:
 class SourcesWriter:
     """The `sources` table written at each flush (db/sources_table.py) from what the feed pass knows: each
     source's settings and state, and its feed's own title, site, description and language as its last
-    answer said them (OutcomeTaker.feed_info; unknown after a restart until its next answer)."""
+    answer said them (PollRecorder.feed_info; unknown after a restart until its next answer)."""
 
     def __init__(self, feeds: FeedPass):
         self.feeds, self.table = feeds, SourcesTable()

@@ -62,8 +62,8 @@ def test_refused_links_stay_parked_and_the_others_are_let_go():
 def test_counts_are_handed_over_once():
     run = run_of()
     assert not run.has_counts
-    run.handed_out(100.0)
-    run.handed_out(105.0)  # the summary's time starts with the first link since the last
+    run.sent_out(100.0)
+    run.sent_out(105.0)  # the summary's time starts with the first link since the last
     run.count("new", 0)
     assert run.has_counts  # a tally with a key counted, as the summary's `if tally` has always read it
     run.count("done")
@@ -71,5 +71,5 @@ def test_counts_are_handed_over_once():
     assert not run.summary_due(130.0, 60.0) and run.summary_due(160.0, 60.0)
     tally, empty, started = run.take_counts()
     assert (tally["done"], tally["new"], dict(empty), started) == (1, 0, {"price": 2, "sku": 1}, 100.0)
-    assert not run.has_counts and run.handed == 2
+    assert not run.has_counts and run.sent == 2
     assert run.take_counts()[2] == 0.0

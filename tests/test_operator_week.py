@@ -7,7 +7,7 @@ import logging
 import re
 
 from parser.core.runinfo import RunInfo
-from parser.feeds.poll_outcome import OutcomeTaker
+from parser.feeds.poll_outcome import PollRecorder
 from parser.pipeline.sink import PrintSink
 from parser.sources.state import SourceState
 from tests.conftest import Project
@@ -18,15 +18,15 @@ from tests.shop import HARVEST_FIELDS, Shop
 
 def test_the_summary_counts_polls_and_distinct_sources_apart(caplog):
     run_info = RunInfo(pid=1, started="2026-12-06T00:00:00Z")
-    taker = OutcomeTaker(PrintSink.__new__(PrintSink), run_info, dead_after=10)  # summary() reads its stats alone
+    recorder = PollRecorder(PrintSink.__new__(PrintSink), run_info, dead_after=10)  # summary() reads its stats alone
     a, b = SourceState(), SourceState()
     with caplog.at_level(logging.INFO, logger="parser"):
         for state, name in ((a, "a"), (b, "b"), (a, "a")):
-            taker.stats.answered(state, 0.0, name, body_bytes=10, not_modified=False)
-        taker.stats.staged(a, 0.0, new=4, duplicates=0, blocked=0)
-        taker.summary()
-        taker.stats.answered(a, 0.0, "a", body_bytes=10, not_modified=False)
-        taker.summary()
+            recorder.stats.answered(state, 0.0, name, body_bytes=10, not_modified=False)
+        recorder.stats.staged(a, 0.0, new=4, duplicates=0, blocked=0)
+        recorder.summary()
+        recorder.stats.answered(a, 0.0, "a", body_bytes=10, not_modified=False)
+        recorder.summary()
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("polled:")]
     assert lines[0].startswith("polled: 3 polls of 2 sources in ")
     assert "4 new records, 0 duplicates, 0 not modified, 0 errors" in lines[0]

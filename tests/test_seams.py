@@ -55,7 +55,7 @@ def test_shared_is_chosen_in_one_place():
 
 def test_the_loop_reaches_no_part_of_the_feed_pass():
     """The daemon and the flush call the feed pass's own methods (and the loop the Collector calls);
-    they never reach through it into its taker, schedule or poller, nor set its attributes."""
+    they never reach through it into its recorder, schedule or poller, nor set its attributes."""
     found = []
     for name in ("daemon.py", "flush_all.py"):
         for number, line in enumerate((PARSER / name).read_text().splitlines(), 1):

@@ -39,7 +39,7 @@ from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
 from .offering import EveryDue, Offering
-from .poll_outcome import OutcomeTaker, PollOutcome, blocked_text
+from .poll_outcome import PollOutcome, PollRecorder, blocked_text
 
 if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push
     from ..push.listener import Listener  # imported on first use: pushed sources only (start-up time)
@@ -110,7 +110,7 @@ class FeedPass:
         except BaseException:  # hashes that do not fit the settings (exit 2): the group's claims given back
             self.schedule.close()
             raise
-        self.taker = OutcomeTaker(self.sink, run_info, dead_after=settings.dead_after)
+        self.recorder = PollRecorder(self.sink, run_info, dead_after=settings.dead_after)
         self.inbox: Inbox | None = None  # webhook deliveries and WebSub pushes: open_push()
         self.listener: Listener | None = None
         self.in_flight = 0  # polls offered and not back yet
@@ -119,7 +119,7 @@ class FeedPass:
         # Per source, the feed's own addresses from its last poll: a pushed entry linking to one of
         # them (a podcast's show page) is not identified by that link either (parser/pipeline/identity.py).
         self.feed_links: dict[str, tuple[str, ...]] = {}
-        self.told: set[str] = set()  # identity's once-per-source lines said from parse processes
+        self.once_lines_logged: set[str] = set()  # identity's once-per-source lines said from parse processes
         # A body's parse is bounded as its fetch is (DEADLINE): one past it is abandoned and refused. The
         # forkserver loads what a parse process runs (the source comes as a ParseView), so that it starts
         # without importing it and shares those pages with its siblings.
@@ -153,7 +153,7 @@ class FeedPass:
     def use(self, settings: Settings, sources: list[Source]) -> None:
         """SIGHUP: the settings and polled sources read again (parser/operate/reload.py)."""
         self.settings, self.sources = settings, sources
-        self.taker.dead_after = settings.dead_after
+        self.recorder.dead_after = settings.dead_after
 
     # -- the loop's calls (parser/collectors.py) ---------------------------------------------------
     def offer(self) -> None:
@@ -179,7 +179,7 @@ class FeedPass:
             staged = self._stage_records(kept)
             for outcome in kept:
                 state = self.schedule.state(outcome.source)
-                ok = self.taker.take(outcome, staged.get(id(outcome)), state, self.clock())
+                ok = self.recorder.record(outcome, staged.get(id(outcome)), state, self.clock())
                 self.polled(outcome.source, state, ok)  # the operator's requests waiting for it answered
         finally:
             for outcome in outcomes:
@@ -209,12 +209,12 @@ class FeedPass:
 
     def summary(self, *, due_only: bool = False) -> None:
         """The "polled:" line (parser/feeds/poll_outcome.py)."""
-        self.taker.summary(due_only=due_only)
+        self.recorder.summary(due_only=due_only)
 
     def known_sources(self) -> list[tuple[Source, SourceState, FeedInfo | None]]:
         """Each source, polled or pushed, with its state and what its feed last said of itself this run
         (None: nothing yet), for the `sources` table (parser/flush_all.py)."""
-        return [(source, self.schedule.state(source), self.taker.feed_info.get(source.name))
+        return [(source, self.schedule.state(source), self.recorder.feed_info.get(source.name))
                 for source in (*self.sources, *self.listened)]
 
     def running(self) -> tuple[list[Source], bool]:
@@ -294,7 +294,7 @@ class FeedPass:
         results = self.sink.stage_many([self._batch(o) for o in answered])
         for outcome, staged in zip(answered, results, strict=True):
             if outcome.keyed is not None:
-                self._say(outcome.keyed.said)
+                self._say(outcome.keyed.log_lines)
             if self.last_polls.path is not None:  # packed: 16 bytes an entry (parser/pipeline/last_polls.py)
                 self.last_polls.put(outcome.source.name, staged.digests)
         return {id(o): staged for o, staged in zip(answered, results, strict=True)}
@@ -317,10 +317,10 @@ class FeedPass:
     def _say(self, lines: list[tuple[bool, str]]) -> None:
         """Identity's lines from where the body was parsed; a once-per-source line once per run."""
         for once, line in lines:
-            if once and line in self.told:
+            if once and line in self.once_lines_logged:
                 continue
             if once:
-                self.told.add(line)
+                self.once_lines_logged.add(line)
             log.info("%s", line)
 
     def _feed_links(self, source: Source, outcome: PollOutcome) -> tuple[str, ...]:
@@ -350,7 +350,7 @@ class FeedPass:
                 self.last_polls.merge(name, staged.digests)
             if source is not None:  # counted like a poll's entries, for `status` and the page
                 self.schedule.changed()
-                self.taker.stats.received(self.schedule.state(source), self.clock(), new=len(staged.new),
+                self.recorder.stats.received(self.schedule.state(source), self.clock(), new=len(staged.new),
                                           duplicates=staged.duplicates, blocked=blocked)
             log.info("%s  new %d  duplicates %d%s  received", name, len(staged.new), staged.duplicates,
                      blocked_text(blocked))

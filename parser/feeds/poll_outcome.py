@@ -111,7 +111,9 @@ def run_row(outcome: PollOutcome, staged: Staged | None, now: float) -> Run:
                entries=entries_read(outcome), new=new, changed=changed)
 
 
-class OutcomeTaker:
+class PollRecorder:
+    """What each poll taken does to its source: its state, its log lines, its counts, its row of the runs table."""
+
     def __init__(self, sink: RecordSink, run_info: RunInfo, *, dead_after: int):
         """`sink` says what a --dry-run would stage (a real one writes nothing here); `dead_after`
         (DEAD_AFTER) changes with a SIGHUP."""
@@ -119,11 +121,11 @@ class OutcomeTaker:
         self.stats = PollStats(run_info)  # every count of a poll goes through it
         self.coverage = run_info.stats.coverage  # each poll's field coverage (parser/core/coverage.py)
         self.runs = run_info.runs  # a row per poll for the `runs` table, written by the next flush
-        self.noted: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
+        self.notes_logged: set[tuple[str, str]] = set()  # (source, note) already said in parser.log this run
         # source -> what its feed last said of itself this run, for the `sources` table (parser/flush_all.py)
         self.feed_info: dict[str, FeedInfo] = {}
 
-    def take(self, outcome: PollOutcome, staged: Staged | None, state: SourceState, now: float) -> bool:
+    def record(self, outcome: PollOutcome, staged: Staged | None, state: SourceState, now: float) -> bool:
         """One source's outcome into its state, counters and log lines; its records (`staged`) are
         staged already. Returns whether the poll succeeded."""
         source = outcome.source
@@ -154,8 +156,8 @@ class OutcomeTaker:
         for warning in parsed.warnings:  # the body was read and its records staged: a warning, not an error
             logs.error_line(source.name, source.url, warning, level=logging.WARNING)
         for note in parsed.notes:
-            if (source.name, note) not in self.noted:
-                self.noted.add((source.name, note))
+            if (source.name, note) not in self.notes_logged:
+                self.notes_logged.add((source.name, note))
                 log.info("%s  %s", source.name, note)
         blocked = outcome.blocked  # dropped from parsed.records in the worker
         self.sink.say(f"{source.name}: {entries_read(outcome)} records, "
@@ -226,9 +228,9 @@ class OutcomeTaker:
     def _future_last_modified(self, source: Source, result: FetchResult) -> None:
         """parser/fetch/http.py dropped the answer's Last-Modified: said once per source and run, as the server
         will not mend it by the next poll."""
-        if (source.name, "future Last-Modified") in self.noted:
+        if (source.name, "future Last-Modified") in self.notes_logged:
             return
-        self.noted.add((source.name, "future Last-Modified"))
+        self.notes_logged.add((source.name, "future Last-Modified"))
         logs.error_line(source.name, result.url, f"Last-Modified {result.future_last_modified} is in the future "
                         "(later than the server's own Date, or ours without one): not kept nor sent back as "
                         "If-Modified-Since, which a server comparing dates would answer 304 until that day; polls "

@@ -27,13 +27,13 @@ class JobRun:
         self.name = name
         self._frontier = frontier              # links pulled from the file, a held host's apart
         self._links: Iterator[Link] | None = None  # the link file's pending links, read as needed
-        self._mine: set[int] = set()           # lines pulled and not marked: queued, running or parked
+        self._pulled: set[int] = set()         # lines pulled and not marked: queued, running or parked
         self._ready: list[ObjectOutcome] = []  # finished objects, staged at the next turn
         self._tally: Counter[str] = Counter()  # pass 2's counts since its last summary
         self._empty: Counter[str] = Counter()  # the fields found empty, by name, since then
         self._started = 0.0                    # time.monotonic() of the first fetch since the last summary
-        self._said_at = 0.0
-        self._handed = 0                       # objects handed out (counted against max_objects)
+        self._summary_at = 0.0                 # time.monotonic() the counts of the next summary began
+        self._sent = 0                         # objects sent to the scheduler (counted against max_objects)
         self._seen_links = -1                  # len(link file) when its pending links were last asked for
         self._asked_at = 0.0
         self._drained = False                  # the last look found no link to send now
@@ -92,8 +92,8 @@ class JobRun:
 
     # -- pass 2: links from the file to the scheduler --------------------------------------------
     @property
-    def handed(self) -> int:
-        return self._handed
+    def sent(self) -> int:
+        return self._sent
 
     @property
     def drained(self) -> bool:
@@ -111,11 +111,11 @@ class JobRun:
         """One link's URL for each held host that has links parked."""
         return [url for _, url in self._frontier.parked_hosts().values()]
 
-    def handed_out(self, now: float) -> None:
+    def sent_out(self, now: float) -> None:
         """A link went to the scheduler: the summary's time starts with the first one since the last."""
         if not self._started:
-            self._started = self._said_at = now
-        self._handed += 1
+            self._started = self._summary_at = now
+        self._sent += 1
 
     def offered(self, *, drained: bool) -> None:
         """A turn's offer ended: `drained`, it found no link to send now (else the window was full)."""
@@ -153,8 +153,8 @@ class JobRun:
             else:
                 fresh = False
             for index, url in self._links:
-                if index not in self._mine:
-                    self._mine.add(index)
+                if index not in self._pulled:
+                    self._pulled.add(index)
                     return index, url
             self._links = None
             if fresh:
@@ -182,7 +182,7 @@ class JobRun:
             kept.add(item[0])
         for outcome in ready:
             if outcome.index not in kept:
-                self._mine.discard(outcome.index)
+                self._pulled.discard(outcome.index)
         self._tried_since_extend += len(ready)
 
     def take_tried(self) -> int:
@@ -202,7 +202,7 @@ class JobRun:
         return bool(self._tally)
 
     def summary_due(self, now: float, every: float) -> bool:
-        return bool(self._tally) and now - self._said_at >= every
+        return bool(self._tally) and now - self._summary_at >= every
 
     def take_counts(self) -> tuple[Counter[str], Counter[str], float]:
         """The counts since the last summary (tally, empty fields, when the first fetch went out), handed

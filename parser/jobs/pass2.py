@@ -151,7 +151,7 @@ class Pass2:
         the run fetches only the first max_objects (--dry-run) and has handed them out."""
         most = self.ctx.max_objects
         while room > 0:
-            if most is not None and run.handed >= most:
+            if most is not None and run.sent >= most:
                 return True
             item = run.next_link(files.links, retries_at_once=self.ctx.pace.retries_at_once)
             if item is None:
@@ -162,9 +162,9 @@ class Pass2:
                                         run=partial(self.fetch_object, files, index, url, revisit),
                                         absorb=run.back,
                                         failed=partial(self._object_crashed, run, index, url, revisit)))
-            run.handed_out(time.monotonic())
+            run.sent_out(time.monotonic())
             room -= 1
-            if most is not None and run.handed == most \
+            if most is not None and run.sent == most \
                     and run.next_link(files.links, retries_at_once=self.ctx.pace.retries_at_once) is not None:
                 self.ctx.say(files, f"more than {most} links pending: the dry run fetches the first "
                                     f"{most} and stops there")

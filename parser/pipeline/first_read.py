@@ -37,7 +37,7 @@ class Keyed:
     keys: list[str]
     repeated: list[str]
     digests: dict[str, str]
-    said: list[tuple[bool, str]]
+    log_lines: list[tuple[bool, str]]
 
 
 def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str = "items") -> Identity:
@@ -79,14 +79,15 @@ def _read(scan: Scan, identity: Identity, last_poll: Mapping[str, str] | None,
         records: list[Record] = [{**record, "link": stub["link"], "guid": stub["guid"]}  # as identity stores them
                                  for record, (_, stub) in zip(parsed.records, chosen, strict=True)]
         repeated = [key for key, want in zip(look.keys, look.wanted, strict=True) if not want]
-        return replace(parsed, records=records), Keyed([key for key, _ in chosen], repeated, look.digests, look.said)
+        keyed = Keyed([key for key, _ in chosen], repeated, look.digests, look.log_lines)
+        return replace(parsed, records=records), keyed
     # keyed by more than the ids: every record is read, and keyed here from the whole record
     whole = scan.read()
     if whole is None:
         return None
     parsed = finished(whole)
-    said: list[tuple[bool, str]] = []
-    identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), said)
+    log_lines: list[tuple[bool, str]] = []
+    identified = identity.identify([safe_record(r) for r in parsed.records], (parsed.home, *feed_urls), log_lines)
     return (replace(parsed, records=identified.records),
             Keyed(identified.keys, [], {key: record_digest(r) for key, r in zip(identified.keys, identified.records,
-                                                                                strict=True)}, said))
+                                                                                strict=True)}, log_lines))

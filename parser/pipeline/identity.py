@@ -90,12 +90,12 @@ class Identity:
         return self.auto or set(self.fields) <= {"source", "guid", "link"}
 
     def identify(self, records: Sequence[Keyed], feed_links: Iterable[str] = (),
-                 said: list[tuple[bool, str]] | None = None) -> Identified[Keyed]:
+                 log_lines: list[tuple[bool, str]] | None = None) -> Identified[Keyed]:
         """Keys for one poll (or one delivery) of records; `feed_links` are the feed's own addresses
         (home page, feed URL), which name the feed and never one entry. Its lines go to parser.log, or
-        with `said` (a parse process: parser/pipeline/first_read.py) into that list as (said once per
+        with `log_lines` (a parse process: parser/pipeline/first_read.py) into that list as (said once per
         source?, line), for the daemon to log."""
-        say = self._logged if said is None else lambda once, line: said.append((once, line))
+        say = self._logged if log_lines is None else lambda once, line: log_lines.append((once, line))
         own = {self._plain(u) for u in feed_links if u}
         entries = [self._entry(r) for r in records]
         groups: dict[tuple[str, str], list[int]] = defaultdict(list)

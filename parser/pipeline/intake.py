@@ -53,7 +53,7 @@ class FirstLook:
     wanted: list[bool]
     stored_ids: list[dict[str, str]]
     digests: dict[str, str]
-    said: list[tuple[bool, str]]
+    log_lines: list[tuple[bool, str]]
 
 
 def first_look(identity: Identity, ids: Sequence[Mapping[str, str]], feed_links: Iterable[str],
@@ -65,10 +65,10 @@ def first_look(identity: Identity, ids: Sequence[Mapping[str, str]], feed_links:
     fields): every entry is then read whole and keyed from the record (parser/pipeline/first_read.py)."""
     if not identity.keyed_by_ids():
         return None
-    said: list[tuple[bool, str]] = []
+    log_lines: list[tuple[bool, str]] = []
     # As the sink would see them: sanitize.finish_record's clean_text, then safe_record.
     stubs = [safe_record({name: clean_text(value) for name, value in one.items() if name != "digest"}) for one in ids]
-    identified = identity.identify(stubs, feed_links, said)
+    identified = identity.identify(stubs, feed_links, log_lines)
     if identified.by_content:
         return None
     digests = [one.get("digest", "") for one in ids]
@@ -77,7 +77,7 @@ def first_look(identity: Identity, ids: Sequence[Mapping[str, str]], feed_links:
               for key, digest in zip(identified.keys, digests, strict=True)]
     return FirstLook(keys=identified.keys, wanted=wanted, stored_ids=identified.records,
                      digests={key: digest for key, digest in zip(identified.keys, digests, strict=True) if digest},
-                     said=said)
+                     log_lines=log_lines)
 
 
 @dataclass
