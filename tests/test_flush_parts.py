@@ -103,7 +103,7 @@ def test_bytes_not_utf8_in_a_later_part_are_stored_once_with_every_other_row(tmp
     assert sink.flush(db) == (200, 0, 0, 0)
     titles = [r[0] for r in select(url, "SELECT title FROM items ORDER BY id")]
     assert len(titles) == 200 and titles[:3] == ["item 0", "item 1", "item 2"]
-    assert titles[170] == "item \ufffd70"  # the byte made safe as select_new would
+    assert titles[170] == "item \ufffd70"  # the byte made safe as intake.decide would
     sink.close()
 
 

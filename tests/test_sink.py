@@ -59,7 +59,7 @@ def test_stage_many_keeps_a_shared_record_new_in_the_first_batch_only(tmp_path):
 
 
 def test_a_record_the_csv_cannot_hold_is_set_aside_and_its_batch_goes_on(tmp_path):
-    """Nothing reaches staging unsafe (select_new makes text safe first); should the CSV still refuse
+    """Nothing reaches staging unsafe (intake.decide makes text safe first); should the CSV still refuse
     a row, it goes to quarantine.jsonl and the rows beside it are staged."""
     sink = open_items_sink(tmp_path / "staging")
     sink.staging.append = lambda rows, refused: [refused.append((r, "no room")) for r in rows if "bad" in r["title"]]
