@@ -37,6 +37,7 @@ from .fetch.scheduler import Scheduler
 from .flush_all import FlushRecord, SourcesWriter, flush_sinks, prepare_tables
 from .group.parts import parts_for
 from .jobs.runner import JobLoop, JobMode, JobParts, JobRunner
+from .operate.control import ControlBox
 from .operate.operator_requests import OperatorRequests
 from .operate.reload import Reload, Running
 from .retention import Retention, marks_of
@@ -45,7 +46,7 @@ from .settings.run_options import RunOptions, select_jobs, select_sources, unpol
 from .sources.protocols import polled, pushed
 from .sources.state import SourceState
 
-if TYPE_CHECKING:  # the status page's type for the checker; the module is imported by the parts (group/parts.py)
+if TYPE_CHECKING:  # the status page's type for the checker; the module itself is imported in _open_operator
     from .operate.statuspage import StatusPage  # imported on first use: STATUS_LISTEN only (start-up time)
 
 __all__ = ["Daemon", "RunOptions"]
@@ -190,12 +191,16 @@ class Daemon:
                  redact_url(s.db_url), os.getpid())
 
     def _open_operator(self) -> None:
-        """Forever mode (the parts say): `reset`/`poll` requests taken, the status page served (STATUS_LISTEN)."""
-        self._operator = OperatorRequests(self.parts.control_box(), schedule=self.feeds.schedule,
-                                         run_info=self.run_info, clock=self.clock,
+        """Forever mode: `reset`/`poll` requests taken, the status page served (STATUS_LISTEN). Chosen here, where
+        the daemon is assembled: the operate floor stands above the parts (parser/group/parts.py)."""
+        self._operator = OperatorRequests(None if self.options.once else ControlBox(self.settings.staging_dir),
+                                         schedule=self.feeds.schedule, run_info=self.run_info, clock=self.clock,
                                          save=lambda: self._save_state(force=True))
-        self.status_page = self.parts.status_page(lambda: self.flushes.health)
-        if self.status_page is not None:
+        if self.settings.status_listen and not self.options.once:
+            from .operate.statuspage import (
+                open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
+            )
+            self.status_page = open_status_page(self.settings, lambda: self.flushes.health)
             self.run_info.status_listen = self.status_page.base_url
 
     def _answer_polled(self, source: Source, state: SourceState, ok: bool) -> None:

@@ -35,10 +35,10 @@ from ..pipeline.inbox import Inbox
 from ..pipeline.last_polls import LastPolls
 from ..pipeline.sink import Batch, RecordSink, Staged
 from ..settings.params import Settings, Source
+from ..sources.offering import EveryDue, Offering
 from ..sources.poll import Keying, Poller
 from ..sources.source_schedule import Schedule
 from ..sources.state import MAX_BACKOFF, RETRY_AFTER_MAX, SourceState
-from .offering import EveryDue, Offering
 from .poll_outcome import PollOutcome, PollRecorder, blocked_text
 
 if TYPE_CHECKING:  # the listener's type for the checker; the module itself is imported in open_push
@@ -79,7 +79,7 @@ class FeedLoop:
 @dataclass(frozen=True)
 class FeedMode:
     """What the run asks of the feed pass: which sources each turn offers (forever or --once: its parts'
-    Offering, parser/feeds/offering.py), and whether --source named them (`named`)."""
+    Offering, parser/sources/offering.py), and whether --source named them (`named`)."""
     offering: Offering = field(default_factory=EveryDue)
     named: bool = False
 

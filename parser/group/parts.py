@@ -1,6 +1,6 @@
 """What differs between a daemon alone, one of a group (SHARED = True) and a dry run, and between a run
 forever and --once, chosen once, where the daemon is put together (parts_for, called by parser/daemon.py):
-which sources each turn offers (parser/feeds/offering.py), the host slots, the feeds' schedule and rate
+which sources each turn offers (parser/sources/offering.py), the host slots, the feeds' schedule and rate
 budgets, the push inbox and WebSub subscriber, the jobs' files, and what the run writes (its sinks, states,
 logs, database, daemon.json). Every other module is handed the part it uses and never asks which it got;
 each Shared twin is checked against its single-daemon type by the type checker (a subclass, or the Schedule
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from db.store import Database
 
@@ -24,25 +24,21 @@ from ..core import logs
 from ..core.coverage import Coverage
 from ..core.lock import FolderLock
 from ..core.record import RECORD_FIELDS
-from ..core.runinfo import Health, daemon_status_path, kept_coverage
-from ..feeds.offering import Offering, offering_for
+from ..core.runinfo import daemon_status_path, kept_coverage
 from ..fetch.host_slots import HostSlots
 from ..fetch.ratelimit import RateLimits
 from ..jobs.job_context import DRY_RUN_LINKS
 from ..jobs.job_files import InMemoryJobFiles, JobFiles
 from ..jobs.job_pace import Continuous, JobPace, OneShot, OneShotInGroup
 from ..jobs.runner import OpenFiles
-from ..operate.control import ControlBox
 from ..pipeline.fulltext import remember_path
 from ..pipeline.inbox import Inbox
 from ..pipeline.last_polls import LastPolls
 from ..pipeline.sink import RecordSink, open_print_sink, open_sink
 from ..push.websub import WebSub
 from ..settings.params import Settings, Source
+from ..sources.offering import Offering, offering_for
 from ..sources.source_schedule import Schedule, SourceSchedule
-
-if TYPE_CHECKING:  # the status page's type for the checker; the module is imported in status_page()
-    from ..operate.statuspage import StatusPage
 
 NOTES_FILE = "notes.json"  # in STAGING_DIR: the settings' notes said at the last start (Daemon._say_notes)
 Subscriber = Callable[..., WebSub]  # builds the WebSub subscriber in place of WebSub (parser/push/endpoints.py)
@@ -86,12 +82,6 @@ class Parts(Protocol):
 
     def daemon_json(self) -> Path | None:
         """Where the daemon's status is saved (None: nowhere)."""
-
-    def control_box(self) -> ControlBox | None:
-        """Where the operator's `reset`/`poll` requests come in (None: a one-shot run takes none)."""
-
-    def status_page(self, health: Callable[[], Health]) -> StatusPage | None:
-        """The status page served on STATUS_LISTEN (None: not set, or a one-shot run)."""
 
     def rate_limits(self) -> RateLimits: ...
 
@@ -151,17 +141,6 @@ class AloneParts:
 
     def daemon_json(self) -> Path | None:
         return daemon_status_path(self.settings.staging_dir)
-
-    def control_box(self) -> ControlBox | None:
-        return None if self.once else ControlBox(self.settings.staging_dir)
-
-    def status_page(self, health: Callable[[], Health]) -> StatusPage | None:
-        if self.once or not self.settings.status_listen:
-            return None
-        from ..operate.statuspage import (
-            open_status_page,  # imported on first use: STATUS_LISTEN only (start-up time)
-        )
-        return open_status_page(self.settings, health)
 
     def rate_limits(self) -> RateLimits:
         return RateLimits()

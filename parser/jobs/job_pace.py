@@ -3,11 +3,10 @@
 (OneShotInGroup). The passes ask their JobPace and never which mode they run in."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .job_files import JobFiles
-    from .job_run import JobRun
+from .job_files import JobFiles
+from .job_run import JobRun
 
 
 class JobPace(Protocol):

@@ -27,8 +27,8 @@ from .quarantine import set_aside
 from .staging import StagingFile, read_rows
 
 if TYPE_CHECKING:  # a parse process imports this module for first_look: not the hash files' Bloom filter
-    from .dedup import Uniqueness
-    from .hash_window import Compacted
+    from .dedup import Uniqueness  # imported on first use: the checker's only (a parse process's memory)
+    from .hash_window import Compacted  # imported on first use: the checker's only (a parse process's memory)
 
 
 class Verdict(enum.Enum):

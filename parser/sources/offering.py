@@ -1,14 +1,14 @@
 """Which sources a turn of the daemon's loop offers the scheduler, by the run's mode, chosen once where the
 daemon is put together (parser/group/parts.py): forever, the ones due now (EveryDue); --once, every selected
-one, once (EachOnce). The feed pass asks its Offering and never which mode it runs in."""
+one, once (EachOnce). The feed pass (parser/feeds/feed_pass.py) asks its Offering and never which mode it
+runs in."""
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from ..settings.params import Source
-from ..sources.source_schedule import Schedule
+from .source_schedule import Schedule, Src
 
 log = logging.getLogger("parser")
 
@@ -17,7 +17,7 @@ class Offering(Protocol):
     spread: bool   # a first start spreads the sources' first polls over their intervals
     listens: bool  # the pushed sources' listener is opened (a one-shot run takes no pushes)
 
-    def sources(self, schedule: Schedule[Source], sources: Sequence[Source], now: float) -> list[Source]:
+    def sources(self, schedule: Schedule[Src], sources: Sequence[Src], now: float) -> list[Src]:
         """The sources to poll now."""
         ...
 
@@ -31,7 +31,7 @@ class EveryDue:
     spread = True
     listens = True
 
-    def sources(self, schedule: Schedule[Source], sources: Sequence[Source], now: float) -> list[Source]:
+    def sources(self, schedule: Schedule[Src], sources: Sequence[Src], now: float) -> list[Src]:
         return schedule.due(now)
 
     def offered_all(self) -> bool:
@@ -47,11 +47,11 @@ class EachOnce:
     def __init__(self) -> None:
         self._offered = False
 
-    def sources(self, schedule: Schedule[Source], sources: Sequence[Source], now: float) -> list[Source]:
+    def sources(self, schedule: Schedule[Src], sources: Sequence[Src], now: float) -> list[Src]:
         if self._offered:
             return []
         self._offered = True
-        offered = []
+        offered: list[Src] = []
         for source in schedule.each_once(now, sources):
             held = schedule.state(source).hold_left(now)
             if held:
