@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from db import runs_table
 from db.sources_table import NAME as SOURCES_TABLE
@@ -18,7 +18,7 @@ from .adapters.parsed import FeedInfo
 from .core import logs
 from .core.dates import iso
 from .core.errors import SchemaRefusedError, StorageError
-from .core.runinfo import Health, RunInfo
+from .core.runinfo import Flushed, Health, RunInfo
 from .core.runs import RunLog
 from .core.urls import redact_url
 from .feeds.feed_pass import FeedPass
@@ -27,16 +27,6 @@ from .settings.params import Source
 from .sources.state import SourceState
 
 log = logging.getLogger("parser")
-
-
-@dataclass(frozen=True)
-class Flushed:
-    ok: bool
-    rows: int              # written by this flush
-    updated: int           # rows it updated (entries edited at their source)
-    already: int           # staged rows the table held already (a batch loaded again after a crash)
-    error: str | None      # the failed tables' errors, "; "-joined
-    versions: int = 0      # earlier versions of updated rows it kept (UPDATES "history")
 
 
 def flush_sinks(sinks: list[RecordSink], db: Database | None, why: str, *, db_url: str,
@@ -159,9 +149,7 @@ class FlushRecord:
         self.health = replace(self.health, tick=time.monotonic())
 
     def record(self, why: str, flushed: Flushed, seconds: float) -> None:
-        self.run_info.flushed(at=iso(self.wall()), why=why, ok=flushed.ok, rows=flushed.rows,
-                              already=flushed.already, seconds=seconds, error=flushed.error,
-                              updated=flushed.updated, versions=flushed.versions)
+        self.run_info.flushed(flushed, at=iso(self.wall()), why=why, seconds=seconds)
         if flushed.ok:
             self.failing_since = None
         elif self.failing_since is None:

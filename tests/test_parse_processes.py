@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,7 +63,7 @@ class FirstRead(NamedTuple):
 
 def first_read(body: bytes, known=None) -> FirstRead:
     parsed, keyed = read_new(View(), body, url=URL, headers={}, fetched="2026-12-01T00:00:00Z", limit=50,
-                             last_poll=known, rule=RULE, feed_urls=(URL,))
+                             keying=Keying(rule=RULE, last_poll=known, feed_urls=(URL,)))
     return FirstRead(parsed.records, keyed.keys, keyed.repeated, keyed.digests)
 
 
@@ -305,3 +306,32 @@ def test_a_bad_parse_processes_is_a_settings_error(project, value):
     project.write_params(PARSE_PROCESSES=value)
     proc = project.run("--once")
     assert proc.returncode == 2 and "PARSE_PROCESSES" in proc.stderr, proc.stderr
+
+
+_WHERE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from parser.core.cpu_pool import CpuPool
+from parser.core.where_am_i import where
+pool = CpuPool(1, preload=("parser.pipeline.first_read",))  # as the feed pass's: the package loaded first
+try:
+    print(pool.run(where))
+finally:
+    pool.close()
+"""
+
+
+def test_parse_processes_run_the_daemons_own_copy_of_the_code(tmp_path):
+    """Python 3.11's forkserver drops the daemon's sys.path: a daemon started from another checkout than
+    the installed one (an old release tried beside it) parsed with the installed copy's code, the package
+    being loaded by the forkserver's preload. Its parse processes import the daemon's own copy: here one
+    that only this copy holds a module of."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(ROOT / "parser", copy / "parser", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "parser" / "core" / "where_am_i.py").write_text("import parser\n\n\ndef where() -> str:\n"
+                                                           "    return parser.__file__\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ran = subprocess.run([sys.executable, "-c", _WHERE, str(copy)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.strip() == str(copy / "parser" / "__init__.py")

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -152,6 +153,21 @@ class _Worker:
         self.conn.close()
 
 
+# The folder holding this copy of the package (parser/core/cpu_pool.py -> its checkout).
+_CHECKOUT = str(Path(__file__).resolve().parents[2])
+
+
+def _our_code_first() -> None:
+    """The forkserver, and so every parse process, imports this very copy of the package. Python 3.11's
+    forkserver is handed the daemon's sys.path and drops it (it imports with a bare interpreter's path): a
+    daemon started from one checkout (an old release tried beside the installed one, a second working
+    tree) parsed with the installed copy's code, one version storing records the other made. Its PYTHONPATH
+    is inherited, so this checkout goes first there."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not paths or paths[0] != _CHECKOUT:
+        os.environ["PYTHONPATH"] = os.pathsep.join([_CHECKOUT, *(p for p in paths if p != _CHECKOUT)])
+
+
 class CpuPool:
     def __init__(self, processes: int, preload: tuple[str, ...] = (), *, on_demand: bool = False,
                  timeout: float | None = None):
@@ -267,6 +283,7 @@ class CpuPool:
         return workers[0]
 
     def _spawn(self) -> _Worker:
+        _our_code_first()
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(self.preload))
         mine, theirs = context.Pipe()

@@ -26,6 +26,17 @@ def daemon_status_path(staging_dir: Path) -> Path:
     return staging_dir / "daemon.json"
 
 
+@dataclass(frozen=True)
+class Flushed:
+    """What one flush did (parser/flush_all.py)."""
+    ok: bool
+    rows: int              # written by this flush
+    updated: int           # rows it updated (entries edited at their source)
+    already: int           # staged rows the table held already (a batch loaded again after a crash)
+    error: str | None      # the failed tables' errors, "; "-joined
+    versions: int = 0      # earlier versions of updated rows it kept (UPDATES "history")
+
+
 @dataclass
 class RunInfo:
     pid: int
@@ -52,13 +63,13 @@ class RunInfo:
         for name, amount in amounts.items():
             self.stats.inc_value(name, amount)
 
-    def flushed(self, *, at: str, why: str, ok: bool, rows: int, already: int, seconds: float,
-                error: str | None = None, updated: int = 0, versions: int = 0) -> None:
-        """`rows` inserted, `updated` (entries edited at their source), `versions` of them kept (UPDATES "history")."""
+    def flushed(self, done: Flushed, *, at: str, why: str, seconds: float) -> None:
+        """A flush's outcome counted and kept as the last (daemon.json's `last_flush`), `at` the time it ended."""
+        ok, rows, already = done.ok, done.rows, done.already
         self.add(flushes=1, flush_failures=0 if ok else 1, flush_seconds=seconds, rows_written=rows,
-                 rows_updated=updated, versions_written=versions)
+                 rows_updated=done.updated, versions_written=done.versions)
         self.last_flush = {"at": at, "why": why, "ok": ok, "rows": rows, "already": already,
-                           "seconds": round(seconds, 3), "error": error}
+                           "seconds": round(seconds, 3), "error": done.error}
         if ok and not rows and not already:
             return  # the history (the flush-size plot) keeps the flushes that had work, and failures
         self.flushes.append([at, rows, round(seconds, 3), ok])

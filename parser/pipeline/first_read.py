@@ -30,6 +30,15 @@ _IDENTITIES: dict[tuple[str | tuple[str, ...], str, str], Identity] = {}
 
 
 @dataclass(frozen=True)
+class Keying:
+    """Identity first for one poll: the sink's rule, the keys the source's last poll held with their digests,
+    and the feed's own addresses as the sink names them."""
+    rule: KeyRule  # (UNIQUE_FIELDS, HASH, table)
+    last_poll: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/last_polls.py)
+    feed_urls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Keyed:
     """What the first look found of one body, beside its Parsed: each record's key (in the records' order),
     the keys of the entries judged REPEATED (never read), every entry's digest (key -> digest, read or not:
@@ -50,17 +59,16 @@ def identity_for(unique_fields: str | Sequence[str], algorithm: str, table: str 
 
 @one_per_core  # CPU work: more parsing threads than cores only make the main thread wait (cpu_slots.py)
 def read_new(source: SourceView, body: bytes, *, url: str, headers: Mapping[str, str], fetched: str,
-             limit: int, last_poll: Mapping[str, str] | None, rule: KeyRule,
-             feed_urls: tuple[str, ...]) -> tuple[Parsed, Keyed]:
+             limit: int, keying: Keying) -> tuple[Parsed, Keyed]:
     """One polled body parsed, its records keyed and those the first look judged REPEATED left unread.
-    `last_poll`: short key -> digest of the source's last poll (parser/pipeline/last_polls.py), None when nothing is
-    known of it (every entry read). `rule`: (UNIQUE_FIELDS, HASH, table) of the sink it goes to;
-    `feed_urls`: the feed's addresses that the sink takes as its own (with the home page the body gives).
-    Raises ParseError as parse_body does."""
-    identity = identity_for(*rule)
+    `keying.last_poll`: short key -> digest of the source's last poll (parser/pipeline/last_polls.py), None
+    when nothing is known of it (every entry read); `keying.rule`: (UNIQUE_FIELDS, HASH, table) of the sink
+    it goes to; `keying.feed_urls`: the feed's addresses that the sink takes as its own (with the home page
+    the body gives). Raises ParseError as parse_body does."""
+    identity = identity_for(*keying.rule)
     for scan in scans(source, body, url=url, headers=headers, fetched=fetched, limit=limit,
                       ids=identity.keyed_by_ids()):
-        read = _read(scan, identity, last_poll, feed_urls)
+        read = _read(scan, identity, keying.last_poll, keying.feed_urls)
         if read is not None:
             return read
     raise AssertionError("scans ends in a read")  # unreachable: scans raises when no adapter reads it

@@ -25,20 +25,34 @@ class Taken:
     refusal: Reply | None = None
 
 
-def take(source: SourceView, body: bytes, *, content_type: str, url: str, key: str | None, inbox: Inbox,
-         refusals: RefusalLog, what: str, peer: str, base: str | None = None,
-         clock: Callable[[], float] = time.time) -> Taken:
-    """Parse `body` as `source`'s protocol reads it and keep the records under delivery `key`.
+@dataclass(frozen=True)
+class Arrival:
+    """One pushed body as the listener took it."""
+    content_type: str
+    url: str  # where the listener took it, for the log lines
+    key: str | None  # its delivery key (parser/pipeline/inbox.py): a key taken before is not kept twice
+    what: str  # what errors.log calls it ("webhook delivery 17", "WebSub push")
+    peer: str  # who sent it
+    base: str | None = None  # what its relative links are read against (a WebSub push: its topic); else `url`
 
-    `what` names the body in errors.log ("webhook delivery 17", "WebSub push"); `url` is where the
-    listener took it, for the log lines; `base` the address the body's relative links are read
-    against (a WebSub push: its topic), `url` when not given."""
-    name = source.name
+
+@dataclass(frozen=True)
+class Desk:
+    """Where a pushed body's records go: the inbox, the refusals' log, and the clock they are stamped by."""
+    inbox: Inbox
+    refusals: RefusalLog
+    clock: Callable[[], float] = time.time
+
+
+def take(source: SourceView, body: bytes, arrival: Arrival, desk: Desk) -> Taken:
+    """Parse `body` as `source`'s protocol reads it and keep the records under its delivery key."""
+    name, url, what, peer = source.name, arrival.url, arrival.what, arrival.peer
+    content_type, refusals = arrival.content_type, desk.refusals
     try:
         if looks_like_json(body, {"content-type": content_type}) and json_too_deep(body):
             raise ParseError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        parsed = parse_body(source, body, url=base or url, headers={"content-type": content_type},
-                            fetched=now_iso(clock))
+        parsed = parse_body(source, body, url=arrival.base or url, headers={"content-type": content_type},
+                            fetched=now_iso(desk.clock))
     except (ParseError, RecursionError) as exc:
         why = str(exc) if isinstance(exc, ParseError) else "nested too deep to read"
         refusals.note(name, url, "400", f"{what} from {peer} refused (400): {why}")
@@ -46,7 +60,7 @@ def take(source: SourceView, body: bytes, *, content_type: str, url: str, key: s
     for warning in parsed.warnings:  # the delivery was read and is kept: a warning, as a poll's
         logs.error_line(name, url, warning, level=logging.WARNING)
     try:
-        if not inbox.accept(name, key, parsed.records):
+        if not desk.inbox.accept(name, arrival.key, parsed.records):
             return Taken()
     except StorageError as exc:
         refusals.note(name, url, "503", f"{what} not kept (503): {exc}")

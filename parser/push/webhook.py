@@ -25,7 +25,7 @@ from ..core.errors import ParseError
 from ..fetch.http import human_size
 from ..pipeline.inbox import Inbox
 from ..sources.source_options import PushedSource, push_of
-from .delivery import take
+from .delivery import Arrival, Desk, take
 from .listener import RefusalLog, Reply, signature_matches
 
 log = logging.getLogger("parser")
@@ -89,8 +89,8 @@ class WebhookEndpoint:
         except ParseError as exc:
             self.refusals.note(name, self.url, "400", f"{what} from {peer} refused (400): {exc}")
             return Reply(400, f"{exc}\n")
-        taken = take(self.source, payload, content_type="application/json", url=self.url, key=key, inbox=self.inbox,
-                     refusals=self.refusals, what=what, peer=peer, clock=self.clock)
+        taken = take(self.source, payload, Arrival("application/json", self.url, key, what, peer),
+                     Desk(self.inbox, self.refusals, self.clock))
         if taken.refusal is not None:
             return taken.refusal
         parsed = taken.parsed

@@ -46,7 +46,7 @@ from ..core.urls import canonical_url, redact_url
 from ..fetch.http import Fetcher
 from ..pipeline.inbox import Inbox
 from ..sources.source_options import PushedSource, push_of
-from .delivery import take
+from .delivery import Arrival, Desk, take
 from .listener import RefusalLog, Reply, signature_matches
 
 log = logging.getLogger("parser")
@@ -228,9 +228,9 @@ class WebSub:
         if not signature_matches(sub.secret, body, signature):
             why = "no X-Hub-Signature" if not signature else "X-Hub-Signature does not match our secret"
             return self.ignored(sub, peer, why)
-        taken = take(sub.source, body, content_type=headers.get("Content-Type") or "", url=sub.callback, key=None,
-                     inbox=self.inbox, refusals=self.refusals, what="WebSub push", peer=peer,
-                     base=sub.topic or sub.source.url, clock=self.clock)
+        arrival = Arrival(headers.get("Content-Type") or "", sub.callback, None, "WebSub push", peer,
+                          base=sub.topic or sub.source.url)
+        taken = take(sub.source, body, arrival, Desk(self.inbox, self.refusals, self.clock))
         if taken.refusal is not None:
             return taken.refusal
         parsed = taken.parsed

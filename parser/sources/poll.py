@@ -7,8 +7,7 @@ here, by its row in parser/sources/protocols.py, and in its adapter, never downs
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..adapters import Parsed, newest, parse_body
 from ..adapters import json_api as api
@@ -20,21 +19,12 @@ from ..core.urls import redact_url
 from ..fetch.discover import feed_links, is_html_page
 from ..fetch.http import Fetcher, FetchResult
 from ..fetch.ratelimit import RateLimits
-from ..pipeline.first_read import Keyed, KeyRule, read_new
+from ..pipeline.first_read import Keyed, Keying, read_new
 from ..pipeline.fulltext import FullText
 from .parse_view import parse_view
 from .protocols import protocol_of
 
 JSON_ACCEPT = "application/json, application/feed+json;q=0.9, */*;q=0.5"
-
-
-@dataclass(frozen=True)
-class Keying:
-    """Identity first (parser/pipeline/first_read.py) for one poll: the sink's rule, the keys the
-    source's last poll held with their digests, and the feed's own addresses as the sink names them."""
-    rule: KeyRule  # (UNIQUE_FIELDS, HASH, table)
-    last_poll: Mapping[str, str] | None  # short key -> digest of the last poll (parser/pipeline/last_polls.py)
-    feed_urls: tuple[str, ...]
 
 
 class Poller:
@@ -118,8 +108,8 @@ class Poller:
                 return self.cpu.run(parse_body, source, result.body, url=result.url, headers=result.headers,
                                     fetched=fetched, limit=source.max_items), None
             return self.cpu.run(read_new, source, result.body, url=result.url, headers=result.headers,
-                                fetched=fetched, limit=source.max_items, last_poll=keying.last_poll, rule=keying.rule,
-                                feed_urls=(*keying.feed_urls, result.url))
+                                fetched=fetched, limit=source.max_items,
+                                keying=replace(keying, feed_urls=(*keying.feed_urls, result.url)))
         except ProcessDiedError as exc:
             raise ParseProcessError(str(exc)) from None
 
