@@ -12,6 +12,7 @@ import math
 import re
 import signal
 import sqlite3
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -342,3 +343,49 @@ def test_results_come_back_to_the_main_thread_counted_by_owner_and_bounded_per_c
     assert [str(exc) for exc in failures] == ["a bug in a worker"]
     assert scheduler.running_for("job") == 0 and scheduler.running == 0 and not scheduler.idle()
     assert scheduler.absorb(0) == 0  # nothing finished: returns at once
+
+
+def test_a_signal_whose_handler_outlasts_the_wait_for_results_does_not_make_it_endless():
+    """The daemon's SIGTERM sets the stop, and the main thread sees it once absorb's wait is over. A
+    signal that interrupts the wait, and whose handler (or the GIL, on a loaded machine) keeps the main
+    thread past the wait's deadline, still ends the wait then: absorb returns with nothing absorbed.
+    On CPython 3.11 and 3.12 a queue.SimpleQueue waited on then with no timeout at all, until a result
+    came: a daemon with only webhook sources, which has none, never stopped (test_listener_abuse's
+    daemon, once in about ten runs of the suite). Here a result comes only when the wait has gone on
+    30 s too long."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("Python runs signal handlers in the main thread only")
+    timeout = 1.0
+    scheduler = Scheduler(1, 1)
+    let_go, waiting, returned = threading.Event(), threading.Event(), threading.Event()
+    scheduler.add(work_for("http://a.example/1", run=let_go.wait))  # running, its result held back
+    scheduler.dispatch()
+    handled: list[int] = []
+
+    def slow_handler(signum, _frame) -> None:
+        handled.append(signum)
+        time.sleep(timeout)  # a whole wait: its deadline passes in here
+
+    def interrupt() -> None:
+        # The main thread holds the GIL from waiting.set() until its wait releases it: the signal
+        # comes in the wait.
+        waiting.wait()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+        if not returned.wait(timeout + 30):
+            let_go.set()  # absorb still waiting: the result it waits for, so the test fails, not hangs
+
+    previous = signal.signal(signal.SIGUSR1, slow_handler)
+    sender = threading.Thread(target=interrupt, name="interrupt")
+    try:
+        sender.start()
+        waiting.set()
+        absorbed = scheduler.absorb(timeout)
+    finally:
+        returned.set()
+        sender.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert handled, "the signal was sent"
+    assert absorbed == 0, "absorb waited on past its timeout, until a result came"
+    let_go.set()
+    assert scheduler.absorb(30) == 1 and scheduler.idle()
+    scheduler.close()

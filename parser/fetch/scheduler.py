@@ -42,7 +42,14 @@ class Scheduler:
         self.per_host = per_host
         self.slots = slots if slots is not None else HostSlots(per_host)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fetch")
-        self._done: queue.SimpleQueue[tuple[Work, Any, BaseException | None]] = queue.SimpleQueue()
+        # A queue.Queue, not a SimpleQueue: the main thread waits on it with a timeout, and in CPython
+        # 3.11 and 3.12 (not 3.13) SimpleQueue.get(timeout=...) waits for good when a signal interrupts
+        # the wait and its handler returns after the deadline (the handler, or the GIL on a loaded
+        # machine, took the rest of the time): the time left, negative, is taken as "no timeout". A
+        # SIGTERM then set the stop, and the main thread stayed in absorb until a result came, which
+        # never did in a daemon with only webhook sources (test_listener_abuse's, 1 of 10 make test
+        # runs). Queue waits on a lock whose wait gives up then.
+        self._done: queue.Queue[tuple[Work, Any, BaseException | None]] = queue.Queue()
         self._ready: dict[str, deque[Work]] = {}   # host -> its work, in the order it came
         self._turns: deque[str] = deque()         # hosts with ready work, in round-robin order
         self._owners_running: Counter[Hashable] = Counter()
