@@ -190,7 +190,8 @@ def test_a_locked_table_bounds_the_flush_polls_go_on_healthz_says_so_and_sigterm
         assert status == 503 and "failing since" in reason and "a lock held by another connection" in reason
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0  # the final flush gives up after DB_TIMEOUT: the lock is never let go
-        assert "stopped on signal; the flush failed, records stay in staging" in project.log()
+        stopped = project.last_flush()  # daemon.json: the stop's flush, refused by the lock
+        assert stopped["why"] == "stop" and stopped["ok"] is False, stopped
         assert staged_rows(project) == 2
     finally:
         if proc is not None and proc.poll() is None:
