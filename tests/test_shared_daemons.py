@@ -161,7 +161,7 @@ def test_poll_on_one_machine_polls_the_groups_source_there(server, tmp_path, pg_
     [project] = group(tmp_path, 1, pg_url, server, 2, POLL_INTERVAL=3600)
     proc = start(project)
     try:
-        wait_for(lambda: "f0  new 3" in project.log() and "f1  new 3" in project.log(), "the first polls")
+        wait_for(lambda: stored_links(pg_url) == expected_links(2, 3), "the first polls' items stored")
         done = project.run("poll", "f0", "--wait", "60", timeout=90)  # (one in flight would be the answer)
         assert done.returncode == 0, done.stdout + done.stderr
         assert server.hits["/f0.xml"] == 2 and server.hits["/f1.xml"] == 1
