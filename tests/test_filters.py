@@ -12,6 +12,7 @@ import pytest
 from parser.pipeline.filters import EntryFilter, compile_rules
 from tests.feeds import BASE_TIME, rss
 from tests.process import free_port, start_listening, stop, wait_for
+from tests.test_storage_faults import staged_rows
 from tests.test_webhook import SECRET, post
 
 ITEMS = [  # (title, description); the rules below keep 1 and 4
@@ -108,7 +109,7 @@ def test_a_sighup_changes_the_rules_and_a_bad_pattern_is_refused(server, project
     project.write_params(SOURCES=[{**source, "block": {"summary": "snakes|fast"}}], POLL_INTERVAL=3600)
     proc = project.start()
     try:
-        wait_for(lambda: "news  new 3  duplicates 0  blocked 2  " in project.log(), "the first poll")
+        wait_for(lambda: staged_rows(project) == 3, "the first poll's 3 kept entries staged")
 
         project.write_params(SOURCES=[{**source, "block": {"summary": "(snakes"}}], POLL_INTERVAL=3600)
         proc.send_signal(signal.SIGHUP)
@@ -118,11 +119,15 @@ def test_a_sighup_changes_the_rules_and_a_bad_pattern_is_refused(server, project
 
         project.write_params(SOURCES=[{**source, "block": {"summary": "snakes"}}], POLL_INTERVAL=3600)
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: "news  new 1  duplicates 3  blocked 1  " in project.log(), "a poll under the new rule")
+        wait_for(lambda: staged_rows(project) == 4, "a poll under the new rule staging the one it lets in")
     finally:
         code = stop(proc)
     assert code == 0
     assert stored(project) == links(1, 2, 4, 5)
+    # The runs table: the first poll read 5, 3 new (2 blocked); one under the new rule 1 new (the other 4
+    # duplicates or blocked: 1, as stored above); the rest nothing new.
+    polls = project.polls("news")
+    assert polls[0] == (5, 3, 0) and polls.count((5, 1, 0)) == 1 and set(polls[1:]) <= {(5, 1, 0), (5, 0, 0)}, polls
 
 
 def test_pushed_entries_obey_the_rules(project, monkeypatch):
@@ -138,10 +143,12 @@ def test_pushed_entries_obey_the_rules(project, monkeypatch):
     try:
         answer = post(f"http://127.0.0.1:{port}/hooks/shop", {"posts": posts}, delivery="d-1")
         assert answer.status_code == 202, answer.text
-        wait_for(lambda: "shop  new 2  duplicates 0  blocked 1  received" in project.log(), "the delivery staged")
+        wait_for(lambda: staged_rows(project) == 2, "the delivery staged")
     finally:
         assert stop(daemon) == 0
     assert stored(project) == ["https://shop.example/1", "https://shop.example/3"]
+    totals = json.loads(project.run("status", "--json", check=True).stdout)["sources"][0]["totals"]
+    assert (totals["new"], totals["duplicates"], totals["blocked"]) == (2, 0, 1), totals
 
 
 @pytest.mark.parametrize(("params", "said"), [

@@ -284,21 +284,24 @@ def test_a_parse_process_killed_while_the_daemon_runs_costs_no_poll(server, proj
 
 
 def test_a_steady_poll_counts_the_entries_it_did_not_read_as_duplicates(server, project):
-    """The second poll of a changed feed reads its two new entries; its line says 2 new, 18 duplicates."""
+    """The second poll of a changed feed reads its two new entries; its runs row says 20 entries, 2 new
+    (the 18 it did not read are duplicates)."""
     project.write_params(SOURCES=serve(server, {"/news.xml": rss(numbered_items(1, 20))}), POLL_INTERVAL=1,
                          FLUSH_INTERVAL=1)
     proc = project.start()
     try:
-        wait_for(lambda: "news  new 20  duplicates 0" in project.log(), "the first poll")
+        wait_for(lambda: len(project.rows()) == 20, "the first poll's entries stored")
         later = numbered_items(3, 20)
         later[0]["date"] = later[1]["date"] = BASE_TIME + timedelta(days=1)
         server.route("/news.xml", body=rss(later))
-        wait_for(lambda: "news  new 2  duplicates 18" in project.log(), "the poll after the change")
         wait_for(lambda: len(project.rows()) == 22, "the two new entries stored")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert {"Item 21", "Item 22"} <= {r["title"] for r in project.rows()}
+    polls = project.polls("news")  # (entries, new, changed) of each poll, from the runs table
+    assert polls[0] == (20, 20, 0) and polls.count((20, 2, 0)) == 1, polls
+    assert set(polls[1:]) <= {(20, 2, 0), (20, 0, 0)}, polls  # the other polls: 20 entries, nothing new
 
 
 @pytest.mark.parametrize("value", [-1, 65, "many", 1.5, True])

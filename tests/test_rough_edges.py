@@ -98,7 +98,7 @@ def test_one_feed_under_two_names_is_polled_once_and_said_once(project: Project,
     finally:
         assert stop(proc) == 0
     assert sum("is dropped" in line for line in project.log().splitlines()) == 2  # not again at SIGHUP
-    assert sorted(poll_lines(project)) == ["Query", "first", "private"]
+    assert sorted(r["source"] for r in project.rows("runs")) == ["Query", "first", "private"]  # a poll each
     assert server.hits["/feed.xml"] == 3  # first, private, and Query (?page=2): one poll each, none for the others
 
 

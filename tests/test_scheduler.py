@@ -1,5 +1,5 @@
 """The daemon's one scheduler. Run as a user runs it: each source polled on its own time whatever
-another source does, flushes on FLUSH_INTERVAL, a poll's own seconds in the log, and a stop that is
+another source does, flushes on FLUSH_INTERVAL, a poll's own seconds (the runs table's), and a stop that is
 no source's failure. In-process (parser/fetch/scheduler.py on a simulated pool and clock): round-robin
 across hosts, so a host with many sources does not starve one with few; PER_HOST; results back to
 the main thread."""
@@ -23,6 +23,7 @@ from parser.fetch.scheduler import Scheduler, Work
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
 from tests.server import LoopbackServer, reply
+from tests.test_storage_faults import staged_rows
 
 
 def growing_feeds(server: LoopbackServer, prefix: str) -> None:
@@ -102,7 +103,7 @@ def test_stopping_during_a_slow_fetch_is_not_a_failure_of_that_source(server, pr
     project.write_params(SOURCES=[{"name": "fast", "url": server.url("/fast.xml")},
                                   {"name": "slow", "url": slow_url}], DEAD_AFTER=5)
     daemon = project.start()
-    wait_for(lambda: "fast  new 2" in project.log() and server.hits.get("/slow.xml"), "both polls under way")
+    wait_for(lambda: staged_rows(project) == 2 and server.hits.get("/slow.xml"), "both polls under way")
     time.sleep(0.5)  # the slow body is coming in
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0
@@ -127,12 +128,13 @@ def test_a_polls_logged_seconds_are_its_own_not_the_wait_for_its_host(server, pr
     came = [(at, path.strip("/").removesuffix(".xml")) for at, path in server.times if path.startswith("/d")]
     assert len(came) == 4
     assert all(b - a >= 0.99 for (a, _), (b, _) in zip(came, came[1:], strict=False)), came
-    seconds = {name: float(s) for name, s in re.findall(r"(d\d)  new 1  duplicates 0  (\d+\.\d\d) s", project.log())}
+    # Each poll's own seconds, as the runs table keeps them (parser.log's poll line says the same, rounded).
+    seconds = {r["source"]: r["seconds"] for r in project.rows("runs") if (r["outcome"], r["new"]) == ("new", 1)}
     assert len(seconds) == 4
     assert all(s >= 0.9 for s in seconds.values()), seconds  # the server's 1 s is in each
     # A poll's own time starts once it has its host, after the answer to the one before it (its request
     # plus 1 s), and ends before the run does; had it counted its wait for the host too, the last
-    # would say about 4 s. (Both clocks are the machine's monotonic clock; 0.01 is the log's rounding.)
+    # would say about 4 s. (Both clocks are the machine's monotonic clock; 0.01 covers the rounding.)
     for (before, _), (_, name) in zip(came, came[1:], strict=False):
         assert seconds[name] <= ended - (before + 1.0) + 0.01, (name, seconds, came, ended)
     assert sum(seconds.values()) <= ended - started + 0.04, (seconds, ended - started)

@@ -16,7 +16,7 @@ from parser.settings.params import DEFAULTS, settings_from_dict
 from parser.settings.read import SettingsRead, read_settings
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
-from tests.test_storage_faults import file_size_limit, mount_tmpfs
+from tests.test_storage_faults import file_size_limit, mount_tmpfs, staged_rows
 
 MiB = 1 << 20
 TEMPLATE_JOB = ("LINK_JOBS = [{'name': 'j', 'template': 'http://127.0.0.1/{n}', 'fields': {'t': '//h1'}, "
@@ -147,7 +147,7 @@ def start_polling(server, project):
     source = {"name": "a", "url": server.url("/a.xml"), "interval": 0.3}
     project.write_params(SOURCES=[source], POLL_INTERVAL=3600, FLUSH_INTERVAL=3600)
     proc = project.start()
-    wait_for(lambda: "a  new 3" in project.log(), "the first poll")
+    wait_for(lambda: staged_rows(project) == 3, "the first poll staged")
     return proc
 
 
@@ -173,7 +173,8 @@ def stopped_with_rows(project, proc) -> None:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
     assert sorted(r["link"] for r in project.rows()) == [f"http://a.example/item/{n}" for n in (1, 2, 3)]
-    assert "stopped on signal; staged records flushed" in project.log()
+    stopped = project.last_flush()  # daemon.json: the stop's flush went through
+    assert stopped["why"] == "stop" and stopped["ok"] is True, stopped
     assert project.log("critical.log") == ""
 
 

@@ -103,7 +103,8 @@ def test_reset_is_picked_up_by_the_running_daemon_and_polls_a_dead_source(server
                          DEAD_AFTER=2)
     for _ in range(2):
         project.run("--once", check=True)
-    assert "flaky  marked dead after 2 failures" in project.log()
+    flaky = json.loads((project.staging / "state.json").read_text(encoding="utf-8"))["flaky"]
+    assert flaky["dead"] is True and flaky["failures"] == 2, flaky  # marked dead at its second failure
     assert server.hits["/flaky.xml"] == 2
     server.route("/flaky.xml", body=rss(numbered_items(5, 2)))  # back up; the daemon would wait hours
     proc = project.start()

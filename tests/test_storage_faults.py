@@ -72,7 +72,7 @@ def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_dae
         assert "database is locked" in project.log("errors.log")
         assert staged_rows(project) == 3
         server.route("/a.xml", body=rss(numbered_items(1, 5)))  # two more while the database is away
-        wait_for(lambda: "a  new 2" in project.log(), "the two new items staged", timeout=30)
+        wait_for(lambda: staged_rows(project) == 5, "the two new items staged", timeout=30)
         blocker.execute("ROLLBACK")
         blocker.close()
         wait_for(lambda: len(project.rows()) == 5, "the retried flush", timeout=30)

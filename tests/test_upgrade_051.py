@@ -5,6 +5,7 @@ typed), the version recorded; a refusal is exit 2 with nothing changed; a kill l
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -87,7 +88,11 @@ def test_a_051_sqlite_project_is_brought_to_the_new_shape_with_its_rows(tmp_path
     proc = project.run("--once")
     assert proc.returncode == 0, proc.stderr + project.log("errors.log")
     assert_upgraded(sqlite_url(project), project)
-    assert "flush (start): 2 rows written to items" in project.log()  # 0.5.1's staged batch, taken as it is
+    # 0.5.1's staged batch, taken as it is by the start's flush: daemon.json's flushes are that one (2 rows)
+    # and the once flush (last_flush), which had nothing new to write.
+    info = json.loads((project.staging / "daemon.json").read_text(encoding="utf-8"))
+    assert [rows for _, rows, _, _ in info["flushes"]] == [2, 0], info["flushes"]
+    assert (info["last_flush"]["why"], info["last_flush"]["rows"]) == ("once", 0), info["last_flush"]
     columns = {c["name"] for c in sa.inspect(sa.create_engine(sqlite_url(project))).get_columns("shop")}
     assert {"changed", "gone"} <= columns
     again = project.run("--once")  # a second start: nothing to migrate, nothing stored twice
