@@ -17,7 +17,8 @@ from db.store import Database
 from parser.core import logs
 from parser.core.errors import SettingsError
 from parser.core.record import RECORD_FIELDS
-from parser.pipeline.sink import Sink, SinkFiles, UniqueRule, open_sink
+from parser.jobs.job_files import job_unique_rule
+from parser.pipeline.sink import Sink, SinkFiles, UniqueRule
 from tests.feeds import numbered_items, rss
 
 
@@ -108,13 +109,17 @@ def test_a_changed_hash_of_the_same_width_is_refused(tmp_path):
 
 def test_a_jobs_changed_unique_fields_is_refused_naming_the_job(tmp_path):
     settings = SimpleNamespace(dedup="hashfile", hash="sha224", unique_window=None)
-    kwargs = dict(table="books", columns=["url", "fetched", "title"], staging_dir=tmp_path)
-    first = open_sink(settings, unique_fields=("url",), **kwargs)
+
+    def job_sink(unique_fields: tuple[str, ...]) -> Sink:  # as a job's files open it (parser/jobs/job_files.py)
+        return Sink(table="books", columns=["url", "fetched", "title"], files=SinkFiles(tmp_path),
+                    unique=job_unique_rule("books", unique_fields, settings))
+
+    first = job_sink(("url",))
     first.stage([{"url": "http://shop.example/book/1", "title": "One"}])
     first.close()
     with pytest.raises(SettingsError, match=r"unique_fields of job 'books' \(LINK_JOBS\) was \['url'\] and is "
                                             r"now \['url', 'title'\]"):
-        open_sink(settings, unique_fields=("url", "title"), **kwargs)
+        job_sink(("url", "title"))
 
 
 def test_a_project_from_before_the_rule_was_recorded_adopts_it_and_is_told_what_changed(tmp_path):

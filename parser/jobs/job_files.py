@@ -9,7 +9,7 @@ the records go to a JobPrintSink (parser/jobs/job_sink.py), which prints them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -19,7 +19,7 @@ from linkgen.linkfile import STATUS_FILE, LinkFile, Links, Mark
 from ..adapters.extract import blank_values, compile_selector
 from ..core.jsonfile import read_object, write_whole
 from ..fetch.host_slots import MAX_HOLD
-from ..pipeline.sink import SinkFiles, UniqueRule
+from ..pipeline.sink import SinkFiles, SinkSettings, UniqueRule
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from ..sources.state import SLACK
@@ -30,6 +30,12 @@ log = logging.getLogger("parser")
 
 def job_folder(staging_dir: Path, name: str) -> Path:
     return staging_dir / "jobs" / name
+
+
+def job_unique_rule(job: str, unique_fields: Sequence[str], settings: SinkSettings) -> UniqueRule:
+    """How a job's sink tells an object staged before: its `unique_fields`, named so in the messages."""
+    return UniqueRule(unique_fields, settings.dedup, settings.hash, setting=f"unique_fields of job {job!r} (LINK_JOBS)",
+                      window=settings.unique_window)
 
 
 class JobFiles:
@@ -43,9 +49,7 @@ class JobFiles:
         self.folder = job_folder(settings.staging_dir, job.name)
         self.links = self._open_links(settings, clock)
         self.updates = job.updates or settings.updates  # the job's own `updates`, else UPDATES
-        unique = UniqueRule(job.unique_fields, settings.dedup, settings.hash,
-                            setting=f"unique_fields of job {job.name!r} (LINK_JOBS)", window=settings.unique_window)
-        self.sink = self._open_sink(unique)
+        self.sink = self._open_sink(job_unique_rule(job.name, job.unique_fields, settings))
         self.harvest = Harvest(self.folder, job.name, job.harvest, clock=clock, read_only=self.read_only) \
             if job.harvest else None
         self.selectors = {name: compile_selector(sel) for name, sel in job.fields.items()}
