@@ -74,6 +74,23 @@ class _Saved:
     totals: dict[str, int] = field(default_factory=dict)  # counters since the state began (TOTALS)
 
 
+T = typing.TypeVar("T")
+
+
+class _Read(typing.Generic[T]):
+    """A SourceState attribute that reads its _Saved field of the same name, and cannot be set: every change
+    goes through a transition."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, state: SourceState, owner: type | None = None) -> T:
+        return typing.cast(T, getattr(state._saved, self.name))
+
+    def __set__(self, state: SourceState, value: object) -> None:
+        raise AttributeError(f"SourceState.{self.name} changes only through a transition")
+
+
 class SourceState:
     """What the daemon remembers of one source (its fields: _Saved). Anyone reads them; only the
     transitions below change them, each named for what happened, and, in this module, the reading of a
@@ -90,90 +107,28 @@ class SourceState:
     def __repr__(self) -> str:
         return f"SourceState({self._saved!r})"
 
-    # -- read: each field of _Saved, read-only -------------------------------------------------------
-    @property
-    def etag(self) -> str | None:
-        return self._saved.etag
-
-    @property
-    def last_modified(self) -> str | None:
-        return self._saved.last_modified
-
-    @property
-    def failures(self) -> int:
-        return self._saved.failures
-
-    @property
-    def next_due(self) -> float:
-        return self._saved.next_due
-
-    @property
-    def not_before(self) -> float:
-        return self._saved.not_before
-
-    @property
-    def last_outcome(self) -> str:
-        return self._saved.last_outcome
-
-    @property
-    def delay(self) -> float:
-        return self._saved.delay
-
-    @property
-    def hold(self) -> float:
-        return self._saved.hold
-
-    @property
-    def url(self) -> str:
-        return self._saved.url
-
-    @property
-    def moved_to(self) -> str:
-        return self._saved.moved_to
-
-    @property
-    def redirect_seen(self) -> str:
-        return self._saved.redirect_seen
-
-    @property
-    def feed_url(self) -> str:
-        return self._saved.feed_url
-
-    @property
-    def was_feed(self) -> bool:
-        return self._saved.was_feed
-
-    @property
-    def layout(self) -> int:
-        return self._saved.layout
-
-    @property
-    def last_poll(self) -> str | None:
-        return self._saved.last_poll
-
-    @property
-    def last_success(self) -> str | None:
-        return self._saved.last_success
-
-    @property
-    def last_new(self) -> str | None:
-        return self._saved.last_new
-
-    @property
-    def last_status(self) -> int | None:
-        return self._saved.last_status
-
-    @property
-    def dead(self) -> bool:
-        return self._saved.dead
-
-    @property
-    def hourly(self) -> Sequence[Sequence[typing.Any]]:
-        return self._saved.hourly
-
-    @property
-    def totals(self) -> Mapping[str, int]:
-        return self._saved.totals
+    # -- read: each field of _Saved, read-only (_Read); a change is a transition below ---------------------
+    etag = _Read[str | None]()
+    last_modified = _Read[str | None]()
+    failures = _Read[int]()
+    next_due = _Read[float]()
+    not_before = _Read[float]()
+    last_outcome = _Read[str]()
+    delay = _Read[float]()
+    hold = _Read[float]()
+    url = _Read[str]()
+    moved_to = _Read[str]()
+    redirect_seen = _Read[str]()
+    feed_url = _Read[str]()
+    was_feed = _Read[bool]()
+    layout = _Read[int]()
+    last_poll = _Read[str | None]()
+    last_success = _Read[str | None]()
+    last_new = _Read[str | None]()
+    last_status = _Read[int | None]()
+    dead = _Read[bool]()
+    hourly = _Read[Sequence[Sequence[typing.Any]]]()
+    totals = _Read[Mapping[str, int]]()
 
     def address(self) -> str:
         """Where the next poll goes."""
