@@ -34,10 +34,6 @@ class Drop:
     usual: float
     records: int
 
-    @property
-    def name(self) -> str:
-        return self.key.split("/", 1)[1]
-
     def text(self) -> str:
         """The errors.log line's description: what fell, and what it likely means."""
         said = (f"field coverage: {self.field} in {self.share:.0%} of this pass's {self.records} records, "
@@ -60,8 +56,7 @@ class Coverage:
         for key, entry in (kept or {}).items():  # daemon.json's, from the last run: checked, not trusted
             if isinstance(key, str) and isinstance(entry, dict):
                 self._kept[key] = _entry_of(entry)
-        self._saved = {key: _saved_form(entry) for key, entry in self._kept.items()}
-        self._lines = {key: json.dumps(saved) for key, saved in self._saved.items()}
+        self._lines = {key: json.dumps(_saved_form(entry)) for key, entry in self._kept.items()}
         self._pending: dict[str, tuple[int, Counter[str]]] = {}
 
     def count(self, key: str, records: Iterable[Mapping[str, Any]], fields: Iterable[str]) -> None:
@@ -91,8 +86,7 @@ class Coverage:
         drops = self._judge(key, entry, shares, made) if made >= MIN_RECORDS else []
         entry["history"] = {f: entry["history"].get(f, []) for f in fields}  # a field taken out of the rules: forgotten
         entry["low"] = [f for f in entry["low"] if f in fields]
-        self._saved[key] = _saved_form(entry)
-        self._lines[key] = json.dumps(self._saved[key])
+        self._lines[key] = json.dumps(_saved_form(entry))
         return drops
 
     def _judge(self, key: str, entry: dict[str, Any], shares: dict[str, float], made: int) -> list[Drop]:
@@ -115,7 +109,7 @@ class Coverage:
     def as_json(self) -> dict[str, dict[str, Any]]:
         """What daemon.json keeps: per key, the last pass's records and shares, each field's usual share
         (None: too short a history yet), the fields said low, and the history a restart reads back."""
-        return dict(sorted(self._saved.items()))
+        return {key: _saved_form(entry) for key, entry in sorted(self._kept.items())}
 
     def json_lines(self) -> list[tuple[str, str]]:
         """as_json() as (key, its entry in JSON), made once per pass: daemon.json is written far more often
@@ -132,13 +126,15 @@ def _saved_form(entry: dict[str, Any]) -> dict[str, Any]:
             "low": list(entry["low"]), "history": {f: list(h) for f, h in history.items()}}
 
 
+def numbers(value: object) -> dict[str, float]:
+    """A dict of shares as daemon.json has it; what is no number (a hand edit) is left out."""
+    if not isinstance(value, dict):
+        return {}
+    return {f: float(s) for f, s in value.items() if isinstance(s, int | float) and not isinstance(s, bool)}
+
+
 def _entry_of(saved: Mapping[str, Any]) -> dict[str, Any]:
     """A key's entry as kept, from daemon.json's (a hand edit or an older file: what does not fit is dropped)."""
-    def shares(value: object) -> dict[str, float]:
-        if not isinstance(value, dict):
-            return {}
-        return {f: float(s) for f, s in value.items() if isinstance(s, int | float) and not isinstance(s, bool)}
-
     def past(value: object) -> list[float]:
         if not isinstance(value, list):
             return []
@@ -147,6 +143,6 @@ def _entry_of(saved: Mapping[str, Any]) -> dict[str, Any]:
     history = saved.get("history")
     records = saved.get("records")
     low = saved.get("low")
-    return {"records": records if isinstance(records, int) else 0, "shares": shares(saved.get("shares")),
+    return {"records": records if isinstance(records, int) else 0, "shares": numbers(saved.get("shares")),
             "history": {f: past(h) for f, h in (history.items() if isinstance(history, dict) else ())},
             "low": [f for f in low if isinstance(f, str)] if isinstance(low, list) else []}

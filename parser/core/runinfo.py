@@ -9,7 +9,7 @@ read the file; it is replaced atomically, so they never see half of it.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from .coverage import Coverage
@@ -59,15 +59,13 @@ class RunInfo:
         values = self.stats.snapshot()
         return {**dict.fromkeys(COUNTERS, 0), **{k: v for k, v in values.items() if "/" not in k}}
 
-    def add(self, **amounts: float) -> None:
-        for name, amount in amounts.items():
-            self.stats.inc_value(name, amount)
-
     def flushed(self, done: Flushed, *, at: str, why: str, seconds: float) -> None:
         """A flush's outcome counted and kept as the last (daemon.json's `last_flush`), `at` the time it ended."""
         ok, rows, already = done.ok, done.rows, done.already
-        self.add(flushes=1, flush_failures=0 if ok else 1, flush_seconds=seconds, rows_written=rows,
-                 rows_updated=done.updated, versions_written=done.versions)
+        counted = {"flushes": 1, "flush_failures": 0 if ok else 1, "flush_seconds": seconds, "rows_written": rows,
+                   "rows_updated": done.updated, "versions_written": done.versions}
+        for name, amount in counted.items():
+            self.stats.inc_value(name, amount)
         self.last_flush = {"at": at, "why": why, "ok": ok, "rows": rows, "already": already,
                            "seconds": round(seconds, 3), "error": done.error}
         if ok and not rows and not already:
@@ -77,18 +75,14 @@ class RunInfo:
 
     def save(self, path: Path, now_iso: str) -> None:
         self.updated = now_iso
-        runs, self.runs = self.runs, RunLog()  # asdict copies every field: not the runs waiting for the flush
-        stats, self.stats = self.stats, Stats()
-        try:
-            saved = asdict(self)
-        finally:
-            self.runs, self.stats = runs, stats
-        del saved["runs"], saved["stats"]
+        # The fields as they are (json reads them; no copy): not the runs waiting for the flush, nor the stats,
+        # whose totals and coverage follow.
+        saved = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("runs", "stats")}
         saved["totals"] = self.totals
         # The coverage a line per source or job (as state.json's sources), each made once per pass: json's
         # indented encoder is pure Python, and this file is written at every batch of saves and flush.
         text = json.dumps(saved, indent=1)
-        coverage = ",\n".join(f"  {json.dumps(key)}: {entry}" for key, entry in stats.coverage.json_lines())
+        coverage = ",\n".join(f"  {json.dumps(key)}: {entry}" for key, entry in self.stats.coverage.json_lines())
         write_text_whole(path, text[:-2] + ',\n "coverage": {' + (f"\n{coverage}\n " if coverage else "") + "}\n}\n")
 
 

@@ -21,15 +21,6 @@ class Stats:
     def inc_value(self, key: str, count: float = 1) -> None:
         self._values[key] = self._values.get(key, 0) + count
 
-    def set_value(self, key: str, value: float) -> None:
-        self._values[key] = value
-
-    def max_value(self, key: str, value: float) -> None:
-        self._values[key] = max(self._values.get(key, value), value)
-
-    def get_value(self, key: str, default: float = 0) -> float:
-        return self._values.get(key, default)
-
     def values(self, keys: Iterable[str]) -> dict[str, float]:
         """`keys`, each with its value (0 when nothing counted it yet)."""
         return {key: self._values.get(key, 0) for key in keys}

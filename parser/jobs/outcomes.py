@@ -40,34 +40,31 @@ class Unchanged:
 
 
 @dataclass(frozen=True)
-class Gone:
-    """404/410, or a harvest's link redirected off its object pages: the object is not at its address."""
+class _Failure:
+    """An outcome that is an error (its text for errors.log); each kind below is its own type, so one match
+    tells them apart (a dataclass's == compares the type too)."""
     error: str
 
 
-@dataclass(frozen=True)
-class Barred:
+class Gone(_Failure):
+    """404/410, or a harvest's link redirected off its object pages: the object is not at its address."""
+
+
+class Barred(_Failure):
     """An answer that asking again does not change, the object not known gone: robots.txt disallows the
     page, a redirect that may not be followed."""
-    error: str
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(_Failure):
     """429/503 with Retry-After: one attempt spent, its host held; asked again when the hold ends."""
-    error: str
 
 
-@dataclass(frozen=True)
-class Unmatched:
+class Unmatched(_Failure):
     """A 200 where no field matched (an error or maintenance page): a miss, asked again like a 5xx."""
-    error: str
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(_Failure):
     """Any other failure (the network, a 5xx, no HTML page, a bug in the worker): asked again later."""
-    error: str
 
 
 @dataclass(frozen=True)

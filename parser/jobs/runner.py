@@ -35,7 +35,7 @@ from ..core.stats import Stats
 from ..pipeline.sink import RecordSink
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
-from .job_context import DRY_RUN_LINKS, JobContext, JobLoop, url_of, utc
+from .job_context import JobContext, JobLoop, url_of, utc
 from .job_files import JobFiles, job_folder
 from .job_pace import Continuous, JobPace
 from .job_run import JobRun
@@ -44,7 +44,7 @@ from .pass2 import Pass2
 
 log = logging.getLogger("parser")
 
-__all__ = ["DRY_RUN_LINKS", "JobLoop", "JobMode", "JobParts", "JobRunner", "job_folder"]
+__all__ = ["JobLoop", "JobMode", "JobParts", "JobRunner", "job_folder"]
 
 
 @dataclass(frozen=True)

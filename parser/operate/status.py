@@ -16,6 +16,7 @@ from typing import TextIO
 
 from linkgen.linkfile import LinkFile
 
+from ..core.coverage import numbers
 from ..core.dates import iso
 from ..core.errors import StorageError, printable
 from ..core.runinfo import daemon_status_path, load_run_info
@@ -121,7 +122,7 @@ def coverage_view(settings: Settings, saved: object) -> list[FieldCoverage]:
         entry = saved.get(f"{kind}/{name}")
         if not isinstance(entry, dict) or not isinstance(entry.get("shares"), dict):
             continue
-        shares, usual = _numbers(entry["shares"]), _numbers(entry.get("usual"))
+        shares, usual = numbers(entry["shares"]), numbers(entry.get("usual"))
         records, low = entry.get("records"), entry.get("low")
         view.append(FieldCoverage(kind, name, records if isinstance(records, int) else 0, shares,
                                   {f: usual.get(f) for f in shares},
@@ -267,13 +268,6 @@ def _tags_lines(sources: list[SourceStatus]) -> list[str]:
     if not tagged:
         return []
     return ["", "tags:", *(f"  {tag}: {', '.join(names)}" for tag, names in sorted(tagged.items()))]
-
-
-def _numbers(value: object) -> dict[str, float]:
-    """A dict of shares as daemon.json has it; what is no number (a hand edit) is left out."""
-    if not isinstance(value, dict):
-        return {}
-    return {k: float(v) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _low_coverage_lines(coverage: list[FieldCoverage]) -> list[str]:
