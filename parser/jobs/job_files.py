@@ -19,7 +19,7 @@ from linkgen.linkfile import STATUS_FILE, LinkFile, Links, Mark
 from ..adapters.extract import blank_values, compile_selector
 from ..core.jsonfile import read_object, write_whole
 from ..fetch.host_slots import MAX_HOLD
-from ..pipeline.sink import SinkFiles, SinkSettings, UniqueRule
+from ..pipeline.sink import SinkFiles, SinkSettings, UniqueRule, unique_rule
 from ..settings.link_jobs import LinkJob
 from ..settings.params import Settings
 from ..sources.state import SLACK
@@ -34,8 +34,7 @@ def job_folder(staging_dir: Path, name: str) -> Path:
 
 def job_unique_rule(job: str, unique_fields: Sequence[str], settings: SinkSettings) -> UniqueRule:
     """How a job's sink tells an object staged before: its `unique_fields`, named so in the messages."""
-    return UniqueRule(unique_fields, settings.dedup, settings.hash, setting=f"unique_fields of job {job!r} (LINK_JOBS)",
-                      window=settings.unique_window)
+    return unique_rule(settings, unique_fields, f"unique_fields of job {job!r} (LINK_JOBS)")
 
 
 class JobFiles:

@@ -61,7 +61,7 @@ class JobSink(Sink):
     def flush(self, db: Database | None) -> FlushCount:
         assert db is not None, "only --dry-run runs without a database, and its sink is a PrintSink"
         # Typed, should the start not have made it (the database away then); else only looked up.
-        db.table(self.table, self.columns[1:], self.kinds, history=self.updates == "history")
+        db.make_table(self.table_spec())  # as the start made it (flush_all.prepare_tables)
         count = super().flush(db)
         self._flush_gone(db)
         return count

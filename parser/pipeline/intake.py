@@ -84,14 +84,23 @@ def first_look(identity: Identity, ids: Sequence[Mapping[str, str]], feed_links:
 class Staged:
     """What the intake made of one batch."""
     new: list[StagedRecord]  # the new records, each with its `hash`
-    duplicates: int  # DUPLICATE, REPEATED and RECHECKED
     # Records stored before, staged again to update their rows: their digest differs from the last poll's
-    # (`changed` of them), or none was known (a first poll since the digests were lost: the flush changes
+    # (EDITED), or none was known (RECHECKED: a first poll since the digests were lost; the flush changes
     # the row only where something differs).
     updates: list[StagedRecord] = field(default_factory=list)
-    changed: int = 0
     digests: dict[str, str] = field(default_factory=dict)  # key -> digest of every entry of the batch
     verdicts: Counter[Verdict] = field(default_factory=Counter)  # how many entries each Verdict
+
+    @property
+    def changed(self) -> int:
+        """The updates that are edits seen (EDITED)."""
+        return self.verdicts[Verdict.EDITED]
+
+    @property
+    def duplicates(self) -> int:
+        """What the log counts as duplicates: DUPLICATE, REPEATED, and RECHECKED (the flush mostly finds its
+        row unchanged)."""
+        return self.verdicts[Verdict.DUPLICATE] + self.verdicts[Verdict.REPEATED] + self.verdicts[Verdict.RECHECKED]
 
 
 class Batch(NamedTuple):
@@ -129,7 +138,7 @@ def decide(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str] |
     unseen = dedup.unseen(keys)
     seen = set() if seen is None else seen
     fresh: list[StagedRecord] = []
-    staged = Staged(new=fresh, duplicates=0, digests=dict(digests or {}))
+    staged = Staged(new=fresh, digests=dict(digests or {}))
     verdicts = staged.verdicts
     verdicts[Verdict.REPEATED] += batch.repeated
     for record, key in zip(records, keys, strict=True):
@@ -141,9 +150,6 @@ def decide(batch: Batch, dedup: Uniqueness, identity: Identity, seen: set[str] |
             continue
         seen.add(key)
         (fresh if verdict is Verdict.NEW else staged.updates).append(_hashed(key, record))
-    staged.changed = verdicts[Verdict.EDITED]
-    # A recheck is counted with the duplicates: the flush mostly finds its row unchanged.
-    staged.duplicates = verdicts[Verdict.DUPLICATE] + verdicts[Verdict.REPEATED] + verdicts[Verdict.RECHECKED]
     return staged
 
 

@@ -266,20 +266,22 @@ def open_sink(settings: SinkSettings, *, table: str, columns: Sequence[str], uni
               staging_dir: Path, updates: str | Updates = "update", last_polls: LastPolls | None = None) -> Sink:
     """The feeds' sink (its key's fields are UNIQUE_FIELDS) with its staging.csv and hashes in `staging_dir`.
     `updates`: the table's UPDATES mode, or its sources' (db/upsert.py); `last_polls`: the feeds' digests."""
-    return Sink(table=table, columns=columns, unique=_unique_rule(settings, unique_fields),
+    return Sink(table=table, columns=columns, unique=unique_rule(settings, unique_fields),
                 files=SinkFiles(staging_dir), updates=updates, last_polls=last_polls)
 
 
 def open_print_sink(settings: SinkSettings, *, table: str, columns: Sequence[str],
                     unique_fields: str | Sequence[str], staging_dir: Path, out: TextIO) -> PrintSink:
     """A dry run's sink in open_sink's place: the records printed on `out`, nothing written."""
-    return PrintSink(table=table, columns=columns, unique=_unique_rule(settings, unique_fields),
+    return PrintSink(table=table, columns=columns, unique=unique_rule(settings, unique_fields),
                      files=SinkFiles(staging_dir), out=out)
 
 
-def _unique_rule(settings: SinkSettings, unique_fields: str | Sequence[str]) -> UniqueRule:
-    # A job's sinks are opened by its files (parser/jobs/job_files.py), with their own setting's name.
-    return UniqueRule(unique_fields, settings.dedup, settings.hash, "UNIQUE_FIELDS", window=settings.unique_window)
+def unique_rule(settings: SinkSettings, unique_fields: str | Sequence[str],
+                setting: str = "UNIQUE_FIELDS") -> UniqueRule:
+    """A sink's rule from the settings: its key's fields, named `setting` in the messages (a job's sinks,
+    opened by its files, name their own: parser/jobs/job_files.py)."""
+    return UniqueRule(unique_fields, settings.dedup, settings.hash, setting, window=settings.unique_window)
 
 
 def _keeps_history(updates: str | Updates) -> bool:
