@@ -26,14 +26,12 @@ from pathlib import Path
 
 import requests
 
+from bench.feed_server import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_daemon(folder: Path, port: int) -> subprocess.Popen:

@@ -2,6 +2,7 @@
 whichever it is: the bodies, a new version of one, the requests it saw, its CPU."""
 from __future__ import annotations
 
+import socket
 from typing import NamedTuple, Protocol
 
 
@@ -44,3 +45,10 @@ def content_type(body: bytes) -> str:
     if head.startswith(b"{"):
         return "application/feed+json"
     return "application/atom+xml" if b"<feed" in head else "application/rss+xml"
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 no one listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.feed_server import Request, content_type
+from bench.feed_server import Request, content_type, free_port
 from bench.tree_usage import tree_cpu
 
 PACKAGE = "nginx-light"
@@ -139,7 +139,7 @@ class NginxFeeds:
     def _start(self) -> None:
         built_with = subprocess.run([self.binary, "-V"], capture_output=True, text=True, timeout=30).stderr
         for _ in range(STARTS):
-            port = _free_port()
+            port = free_port()
             conf = self.folder / "nginx.conf"
             conf.write_text(self._config(port, built_with))
             (self.folder / "access.log").write_bytes(b"")
@@ -215,10 +215,6 @@ http {{
         return text.strip()[-500:] or "nothing in its error log"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _end_with_parent() -> None:

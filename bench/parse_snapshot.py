@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-CORPUS = Path(os.environ.get("PARSER_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+from bench.bench_once_real import CORPUS
+
 URL = "http://127.0.0.1/feed.xml"
 FETCHED = "2026-01-01T00:00:00Z"
 MAX_ITEMS = 50

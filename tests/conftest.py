@@ -2,6 +2,7 @@
 the corpus folder, and a PostgreSQL database per test."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -226,6 +227,14 @@ class Project:
         run = next(int(parts[1]) for parts in lines if parts[0] == "run")
         return run, {parts[1]: parts[2] for parts in lines if parts[0] == "done"}
 
+    def staged_rows(self) -> int:
+        """Records waiting in the staging CSV and its batch files, read as the flush reads them."""
+        total = 0
+        for path in self.staging.glob("staging*.csv"):
+            with open(path, newline="", encoding="utf-8") as f:
+                total += sum(1 for _ in csv.DictReader(f))
+        return total
+
     def last_flush(self) -> dict:
         """daemon.json's last flush: {"rows" inserted, "already" stored, "ok", "why", ...}, what its parser.log
         line says."""
@@ -234,6 +243,16 @@ class Project:
     def log(self, name: str = "parser.log") -> str:
         path = self.logs / name
         return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def link_statuses(staging: Path, job: str) -> dict[str, str]:
+    """URL -> its last status in the job's status log (STAGING_DIR/jobs/JOB/links.status)."""
+    out = {}
+    for line in (staging / "jobs" / job / "links.status").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#") and line.count("\t") >= 3:
+            parts = line.split("\t")
+            out[parts[3]] = parts[1]
+    return out
 
 
 def group_runs(pg_url: str) -> list[dict]:

@@ -4,6 +4,8 @@ set in the daemon's environment (systemd's EnvironmentFile=) is not in an operat
 daemon, which uses the secret, still refuses to start without it."""
 from __future__ import annotations
 
+import json
+
 from tests.feeds import numbered_items, rss
 from tests.process import free_port, start_listening, stop, wait_for
 
@@ -28,7 +30,8 @@ def test_commands_run_without_the_daemons_secrets_and_the_daemon_still_needs_the
         assert "only the daemon reads it, from its own environment (EnvironmentFile=" in check.stdout
         status = project.run("status")
         assert status.returncode == 0, status.stderr
-        assert "a" in status.stdout
+        listed = json.loads(project.run("status", "--json", check=True).stdout)["sources"]
+        assert {s["name"] for s in listed} == {"a", "hook"}
         opml = project.run("export-opml")
         assert opml.returncode == 0, opml.stderr
         assert server.url("/a.xml") in opml.stdout

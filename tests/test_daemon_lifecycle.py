@@ -11,7 +11,6 @@ import pytest
 
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
-from tests.test_storage_faults import staged_rows
 
 
 def test_forever_mode_polls_on_interval_flushes_and_stops_cleanly_on_sigterm(server, project):
@@ -41,7 +40,7 @@ def test_sigterm_during_a_slow_fetch_still_flushes_what_was_staged(server, proje
                                   {"name": "slow", "url": server.url("/slow.xml")}],
                          FLUSH_INTERVAL=3600, TIMEOUT=30, DEADLINE=60)
     daemon = project.start()
-    wait_for(lambda: staged_rows(project) == 3, "the fast source staged")
+    wait_for(lambda: project.staged_rows() == 3, "the fast source staged")
     started = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=15) == 0

@@ -16,14 +16,14 @@ from collections import Counter
 
 import psycopg
 import pytest
-from sqlalchemy.exc import IntegrityError
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 
 from db.faults import Fault, classify
 from db.store import Database
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
 from tests.test_status_page import get, start_with_page
-from tests.test_storage_faults import staged_rows
 
 LINKS = [f"http://example.com/item/{n}" for n in range(1, 5)]
 
@@ -68,7 +68,7 @@ def test_a_link_over_a_users_index_limit_is_set_aside_and_the_good_rows_stored(s
     assert sorted(stored_links(project, pg_url)) == LINKS
     [aside] = quarantined(project)
     assert aside["record"]["link"] == long_link and "index row size" in aside["error"]
-    assert staged_rows(project) == 0
+    assert project.staged_rows() == 0
 
 
 # -- case 6: the id sequence behind the table's ids -------------------------------------------------
@@ -89,7 +89,7 @@ def test_an_id_sequence_behind_the_table_is_moved_on_and_every_record_stored(ser
     for log in ("errors.log", "parser.log"):
         assert "its id sequence was behind the ids the table holds" in project.log(log)
         assert f"moved it on to {moved_to}" in project.log(log)
-    assert staged_rows(project) == 0
+    assert project.staged_rows() == 0
 
 
 def test_sqlite_ids_never_fall_behind_rows_inserted_with_explicit_ids(server, project):
@@ -193,7 +193,7 @@ def test_a_locked_table_bounds_the_flush_polls_go_on_healthz_says_so_and_sigterm
         assert proc.wait(timeout=30) == 0  # the final flush gives up after DB_TIMEOUT: the lock is never let go
         stopped = project.last_flush()  # daemon.json: the stop's flush, refused by the lock
         assert stopped["why"] == "stop" and stopped["ok"] is False, stopped
-        assert staged_rows(project) == 2
+        assert project.staged_rows() == 2
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -210,26 +210,28 @@ PAUSE = ("CREATE TRIGGER pause BEFORE INSERT ON items "
          "BEGIN SELECT RAISE(ABORT, 'writes paused for maintenance'); END")
 
 
-def sqlite_error(*statements: str) -> sqlite3.Error:
-    con = sqlite3.connect(":memory:")
+def sqlite_error(*statements: str) -> DBAPIError:
+    """The error SQLAlchemy raises (as the flush sees it) when SQLite refuses an insert after `statements`."""
+    engine = sa.create_engine("sqlite://")
     try:
-        con.execute("CREATE TABLE items (link TEXT NOT NULL CHECK (link <> ''))")
-        for statement in statements:
-            con.execute(statement)
-        con.execute("INSERT INTO items VALUES ('')")
-    except sqlite3.Error as exc:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE items (link TEXT NOT NULL CHECK (link <> ''))")
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+            conn.exec_driver_sql("INSERT INTO items VALUES ('')")
+    except DBAPIError as exc:
         return exc
     finally:
-        con.close()
+        engine.dispose()
     raise AssertionError("the insert was not refused")
 
 
 def test_a_trigger_that_raises_is_not_the_records_fault():
     paused = sqlite_error(PAUSE)
-    assert paused.sqlite_errorname == "SQLITE_CONSTRAINT_TRIGGER"
-    assert classify(IntegrityError("INSERT", {}, paused)) is Fault.AWAY
+    assert paused.orig.sqlite_errorname == "SQLITE_CONSTRAINT_TRIGGER"
+    assert classify(paused) is Fault.AWAY
     # A CHECK or NOT NULL of the table's own is still about the value.
-    assert classify(IntegrityError("INSERT", {}, sqlite_error())) is Fault.RECORD
+    assert classify(sqlite_error()) is Fault.RECORD
 
 
 def test_records_staged_while_a_trigger_pauses_writes_are_stored_after_it(server, project):
@@ -246,7 +248,7 @@ def test_records_staged_while_a_trigger_pauses_writes_are_stored_after_it(server
     paused = project.run("--once")
     assert paused.returncode == 1, paused.stderr  # the final flush failed: the rows wait in staging
     assert "writes paused for maintenance" in project.log("errors.log")  # the database's own reason, shown
-    assert staged_rows(project) == 5  # the new records kept for the next flush, none set aside
+    assert project.staged_rows() == 5  # the new records kept for the next flush, none set aside
     assert not (project.staging / "quarantine.jsonl").exists()
     assert len(project.rows()) == 3
 

@@ -12,7 +12,6 @@ import pytest
 from tests.feeds import rss
 from tests.process import stop, wait_for
 from tests.test_opml import feed_outline, opml
-from tests.test_storage_faults import staged_rows
 
 TITLES = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+2", "-3", "@SUM(A1)", "'Tis the season",
           "'=quoted formula", "''", "plain title", "a = b"]
@@ -23,7 +22,7 @@ def test_formula_titles_are_neutralised_in_the_csv_and_true_in_the_database(serv
     project.write_params(SOURCES=[{"name": "f", "url": server.url("/f.xml")}], FLUSH_INTERVAL=3600)
     daemon = project.start()
     try:
-        wait_for(lambda: staged_rows(project) == 9, "the poll's 9 records staged")
+        wait_for(lambda: project.staged_rows() == 9, "the poll's 9 records staged")
         with open(project.staging / "staging.csv", newline="", encoding="utf-8") as f:
             staged = [row["title"] for row in csv.DictReader(f)]
     finally:

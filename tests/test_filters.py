@@ -12,7 +12,6 @@ import pytest
 from parser.pipeline.filters import EntryFilter, compile_rules
 from tests.feeds import BASE_TIME, rss
 from tests.process import free_port, start_listening, stop, wait_for
-from tests.test_storage_faults import staged_rows
 from tests.test_webhook import SECRET, post
 
 ITEMS = [  # (title, description); the rules below keep 1 and 4
@@ -109,7 +108,7 @@ def test_a_sighup_changes_the_rules_and_a_bad_pattern_is_refused(server, project
     project.write_params(SOURCES=[{**source, "block": {"summary": "snakes|fast"}}], POLL_INTERVAL=3600)
     proc = project.start()
     try:
-        wait_for(lambda: staged_rows(project) == 3, "the first poll's 3 kept entries staged")
+        wait_for(lambda: project.staged_rows() == 3, "the first poll's 3 kept entries staged")
 
         project.write_params(SOURCES=[{**source, "block": {"summary": "(snakes"}}], POLL_INTERVAL=3600)
         proc.send_signal(signal.SIGHUP)
@@ -119,7 +118,7 @@ def test_a_sighup_changes_the_rules_and_a_bad_pattern_is_refused(server, project
 
         project.write_params(SOURCES=[{**source, "block": {"summary": "snakes"}}], POLL_INTERVAL=3600)
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: staged_rows(project) == 4, "a poll under the new rule staging the one it lets in")
+        wait_for(lambda: project.staged_rows() == 4, "a poll under the new rule staging the one it lets in")
     finally:
         code = stop(proc)
     assert code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from linkgen.frontier import HostFrontier
 from parser.core.errors import FetchError
+from parser.fetch.host_slots import HostSlots
 from parser.jobs.job_context import url_of
 from parser.jobs.job_run import JobRun
 from parser.jobs.outcomes import (
@@ -35,7 +36,11 @@ def test_a_failed_fetch_is_one_outcome():
 
 
 def run_of(held: frozenset[str] = frozenset()) -> JobRun:
-    return JobRun("shop", HostFrontier(lambda host: 30.0 if host in held else 0.0, url_of=url_of))
+    """A job's run as the runner makes it (parser/jobs/runner.py), over real host slots with `held` held."""
+    slots = HostSlots(1)
+    for host in held:
+        slots.hold(host, 30.0)
+    return JobRun("shop", HostFrontier(slots.key_held_for, url_of=url_of))
 
 
 def test_a_held_link_waits_apart_and_others_are_staged():

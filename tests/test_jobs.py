@@ -21,6 +21,7 @@ from parser.fetch.scheduler import Scheduler
 from parser.jobs.job_pace import OneShot
 from parser.jobs.runner import JobLoop, JobParts, JobRunner
 from parser.settings.params import Settings, settings_from_dict
+from tests.conftest import link_statuses
 from tests.shop import HARVEST_FIELDS, Shop, item_page
 
 
@@ -74,16 +75,6 @@ def stored(folder: Path, table: str) -> dict[str, dict]:
     return {"/" + r["url"].split("/", 3)[3]: r for r in rows}
 
 
-def link_statuses(folder: Path, job: str) -> dict[str, str]:
-    """URL -> its last status in the job's status log."""
-    out = {}
-    for line in (folder / "staging" / "jobs" / job / "links.status").read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#") and line.count("\t") >= 3:
-            parts = line.split("\t")
-            out[parts[3]] = parts[1]
-    return out
-
-
 def test_a_harvest_finds_the_objects_and_pass_2_stores_each_once_with_its_fields(server, shop, tmp_path, caplog):
     harvest = {"root": server.url("/"), "follow": r"/(list|calendar)/", "depth": 3}
     settings = job_settings(tmp_path, {"name": "shop", "harvest": harvest, "objects": r"/item/\d+$",
@@ -96,7 +87,7 @@ def test_a_harvest_finds_the_objects_and_pass_2_stores_each_once_with_its_fields
     assert rows["/item/3"]["price"] is None  # no price on the page: NULL, and counted
     # Pass 2's tally as its links and rows keep it: the 9 links fetched, 8 stored new, the 404 gone for good,
     # none to retry, given up or pending (links.status); one object without a price, no other field empty.
-    ends = link_statuses(tmp_path, "shop")
+    ends = link_statuses(tmp_path / "staging", "shop")
     assert Counter(ends.values()) == {"done": 8, "gone": 1} and ends[server.url("/item/404")] == "gone", ends
     assert Counter(field for row in rows.values() for field in HARVEST_FIELDS if row[field] is None) == {"price": 1}
     assert f"shop  {server.url('/item/404')}  HTTP 404 Not Found; not asked again" in caplog.text
@@ -116,7 +107,7 @@ def test_a_template_range_writes_its_links_and_a_missing_object_is_gone_for_good
     link_file = (tmp_path / "staging" / "jobs" / "pages" / "links.txt").read_text(encoding="utf-8")
     links = [line.split("\t")[0] for line in link_file.splitlines() if line and not line.startswith("#")]
     assert links == [server.url(f"/item/{n}") for n in range(1, 11)]
-    assert link_statuses(tmp_path, "pages")[server.url("/item/10")] == "gone"
+    assert link_statuses(tmp_path / "staging", "pages")[server.url("/item/10")] == "gone"
     run_jobs_once(settings)
     assert shop.item_hits() == {f"/item/{n}": 1 for n in range(1, 11)}  # 404s are final too
     assert len(stored(tmp_path, "pages")) == 8

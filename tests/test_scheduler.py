@@ -23,7 +23,6 @@ from parser.fetch.scheduler import Scheduler, Work
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
 from tests.server import LoopbackServer, reply
-from tests.test_storage_faults import staged_rows
 
 
 def growing_feeds(server: LoopbackServer, prefix: str) -> None:
@@ -103,7 +102,7 @@ def test_stopping_during_a_slow_fetch_is_not_a_failure_of_that_source(server, pr
     project.write_params(SOURCES=[{"name": "fast", "url": server.url("/fast.xml")},
                                   {"name": "slow", "url": slow_url}], DEAD_AFTER=5)
     daemon = project.start()
-    wait_for(lambda: staged_rows(project) == 2 and server.hits.get("/slow.xml"), "both polls under way")
+    wait_for(lambda: project.staged_rows() == 2 and server.hits.get("/slow.xml"), "both polls under way")
     time.sleep(0.5)  # the slow body is coming in
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(timeout=30) == 0

@@ -16,7 +16,7 @@ from parser.settings.params import DEFAULTS, settings_from_dict
 from parser.settings.read import SettingsRead, read_settings
 from tests.feeds import numbered_items, rss
 from tests.process import wait_for
-from tests.test_storage_faults import file_size_limit, mount_tmpfs, staged_rows
+from tests.test_storage_faults import file_size_limit, mount_tmpfs
 
 MiB = 1 << 20
 TEMPLATE_JOB = ("LINK_JOBS = [{'name': 'j', 'template': 'http://127.0.0.1/{n}', 'fields': {'t': '//h1'}, "
@@ -147,7 +147,7 @@ def start_polling(server, project):
     source = {"name": "a", "url": server.url("/a.xml"), "interval": 0.3}
     project.write_params(SOURCES=[source], POLL_INTERVAL=3600, FLUSH_INTERVAL=3600)
     proc = project.start()
-    wait_for(lambda: staged_rows(project) == 3, "the first poll staged")
+    wait_for(lambda: project.staged_rows() == 3, "the first poll staged")
     return proc
 
 

@@ -3,7 +3,6 @@ fills up while appending to the staging CSV, and a second daemon on the same sta
 Nothing staged is ever lost: the staging CSV is kept and the next flush loads it."""
 from __future__ import annotations
 
-import csv
 import resource
 import signal
 import subprocess
@@ -19,15 +18,6 @@ from tests.feeds import BASE_TIME, numbered_items, rss
 from tests.process import free_port, lock_sqlite, wait_for
 
 MiB = 1 << 20
-
-
-def staged_rows(project) -> int:
-    """Records waiting in the staging CSV and its batch files, read as the flush reads them."""
-    total = 0
-    for path in project.staging.glob("staging*.csv"):
-        with open(path, newline="", encoding="utf-8") as f:
-            total += sum(1 for _ in csv.DictReader(f))
-    return total
 
 
 def stop(proc: subprocess.Popen) -> tuple[str, str]:
@@ -47,14 +37,14 @@ def test_an_unreachable_database_keeps_the_staging_csv_until_a_later_flush(serve
     errors = project.log("errors.log")
     assert "flush" in errors and "127.0.0.1" in errors  # the flush's line names the database it could not reach
     assert "Connection refused" in errors or "connection refused" in errors.lower()
-    assert staged_rows(project) == 4
+    assert project.staged_rows() == 4
 
     project.write_params(SOURCES=[{"name": "a", "url": server.url("/a.xml")}])  # the database is back
     again = project.run("--once")
     assert again.returncode == 0, again.stderr
     assert project.rows("runs")[-1]["outcome"] == "not modified"  # nothing new fetched: the rows come from staging
     assert Counter(r["link"] for r in project.rows()) == Counter(f"http://example.com/item/{n}" for n in range(1, 5))
-    assert staged_rows(project) == 0
+    assert project.staged_rows() == 0
     assert list(project.staging.glob("staging.flushing-*.csv")) == []
 
 
@@ -70,9 +60,9 @@ def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_dae
         wait_for(lambda: "records kept in staging for the next flush" in project.log("errors.log"),
                  "a failed flush", timeout=60)
         assert "database is locked" in project.log("errors.log")
-        assert staged_rows(project) == 3
+        assert project.staged_rows() == 3
         server.route("/a.xml", body=rss(numbered_items(1, 5)))  # two more while the database is away
-        wait_for(lambda: staged_rows(project) == 5, "the two new items staged", timeout=30)
+        wait_for(lambda: project.staged_rows() == 5, "the two new items staged", timeout=30)
         blocker.execute("ROLLBACK")
         blocker.close()
         wait_for(lambda: len(project.rows()) == 5, "the retried flush", timeout=30)
@@ -80,7 +70,7 @@ def test_a_database_refusing_writes_is_retried_by_the_next_flush_of_the_same_dae
         out, err = stop(proc)
     assert proc.returncode == 0, err
     assert Counter(r["link"] for r in project.rows()) == Counter(f"http://example.com/item/{n}" for n in range(1, 6))
-    assert staged_rows(project) == 0
+    assert project.staged_rows() == 0
     assert project.log("critical.log") == ""
 
 
@@ -135,7 +125,7 @@ def test_a_disk_that_fills_while_appending_leaves_a_whole_staging_file(server, p
         critical = project.log("critical.log")
         reason = "No space left on device" if how == "tmpfs" else "File too large"
         assert f"stopped: cannot append to {project.staging / 'staging.csv'}: {reason}" in critical
-        kept = staged_rows(project)
+        kept = project.staged_rows()
         assert 0 < kept < 120 and kept % 20 == 0  # whole sources only: the failed append was taken back
         if mounted:
             subprocess.run(["mount", "-o", "remount,size=64m", str(project.staging)], check=True)

@@ -12,7 +12,7 @@ from urllib.parse import urljoin
 
 import pytest
 
-from tests.conftest import corpus_dir
+from tests.conftest import corpus_dir, link_statuses
 from tests.feeds import numbered_items, rss
 from tests.process import stop, wait_for
 from tests.shop import HARVEST_FIELDS, Shop
@@ -35,17 +35,6 @@ def template_job(server, name: str = "pages", values=None, **extra) -> dict:
             "fields": HARVEST_FIELDS, **extra}
 
 
-def statuses(project, job: str) -> dict[str, str]:
-    """URL -> its last status in the job's status log."""
-    out = {}
-    path = project.staging / "jobs" / job / "links.status"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#") and line.count("\t") >= 3:
-            parts = line.split("\t")
-            out[parts[3]] = parts[1]
-    return out
-
-
 def by_url(rows: list[dict], server) -> dict[str, dict]:
     return {r["url"].replace(server.url(""), ""): r for r in rows}
 
@@ -61,7 +50,7 @@ def test_harvest_job_stores_each_object_once_with_its_fields(server, shop, proje
     assert rows["/item/3"]["price"] is None  # no price on the page: NULL, and counted
     assert all(len(r["hash"]) == 56 and r["fetched"].endswith("Z") for r in rows.values())
     assert project.polls("shop") == [(9, 8, 0)]  # pass 2: 9 links fetched, 8 new
-    assert statuses(project, "shop") == {**{server.url(f"/item/{n}"): "done" for n in range(1, 9)},
+    assert link_statuses(project.staging, "shop") == {**{server.url(f"/item/{n}"): "done" for n in range(1, 9)},
                                          server.url("/item/404"): "gone"}  # none to retry, given up or pending
     assert (project.last_flush()["rows"], project.last_flush()["already"]) == (8, 0)
     assert f"shop  {server.url('/item/404')}  HTTP 404 Not Found; not asked again" in project.log("errors.log")
@@ -83,7 +72,7 @@ def test_template_job_with_a_range_and_missing_objects(server, shop, project):
     project.write_params(LINK_JOBS=[template_job(server, values={"from": 1, "to": 10})])
     project.run("--once", check=True)
     assert set(by_url(project.rows("pages"), server)) == {f"/item/{n}" for n in range(1, 9)}
-    assert statuses(project, "pages")[server.url("/item/10")] == "gone"
+    assert link_statuses(project.staging, "pages")[server.url("/item/10")] == "gone"
     project.run("--once", check=True)
     assert shop.item_hits() == {f"/item/{n}": 1 for n in range(1, 11)}  # 404s are final too
     assert len(project.rows("pages")) == 8
@@ -125,7 +114,7 @@ def test_failures_are_retried_a_bounded_number_of_times(server, shop, project):
     assert [r["name"] for r in project.rows("pages")] == ["Item 2"]
     assert server.hits["/item/2"] == 2
     assert server.hits["/item/5"] == 4
-    assert statuses(project, "pages")[server.url("/item/5")] == "dead"  # given up after 4 attempts
+    assert link_statuses(project.staging, "pages")[server.url("/item/5")] == "dead"  # given up after 4 attempts
     project.run("--once", check=True)
     assert server.hits["/item/5"] == 4  # given up: not asked again
 
@@ -224,7 +213,7 @@ def test_a_killed_pass_2_resumes_without_losing_or_refetching_finished_links(ser
         os.kill(daemon.pid, signal.SIGKILL)
     finally:
         daemon.wait(10)
-    finished = {url for url, status in statuses(project, "pages").items() if status == "done"}
+    finished = {url for url, status in link_statuses(project.staging, "pages").items() if status == "done"}
     assert 10 <= len(finished) < count, "the kill did not land in the middle of pass 2"
     # A kill right between staging a record and writing its 'done' line: make one such link.
     lines = status_path.read_text().splitlines(keepends=True)
@@ -246,7 +235,7 @@ def test_a_killed_pass_2_resumes_without_losing_or_refetching_finished_links(ser
     # The one link whose 'done' line was cut is marked done from the staging CSV (links.status says why).
     recovered = [line.split("\t")[3] for line in status_path.read_text().splitlines()
                  if "\tdone\t" in line and "recovered from the staging CSV" in line]
-    assert recovered == [cut_url] and statuses(project, "pages")[cut_url] == "done"
+    assert recovered == [cut_url] and link_statuses(project.staging, "pages")[cut_url] == "done"
 
 
 def test_crawlzilla_shop_harvest_counts(server, project):
@@ -288,7 +277,7 @@ def test_crawlzilla_shop_harvest_counts(server, project):
         assert row["title"] == re.search(r"<h1>(.*?)</h1>", html).group(1).replace("&#39;", "'").replace(
             "&amp;", "&").replace("&quot;", '"')
         assert re.fullmatch(r"£\d+\.\d\d", row["price"]) and re.fullmatch(r"[0-9a-f]{16}", row["upc"])
-    gone = [u for u, s in statuses(project, "books").items() if s == "gone"]
+    gone = [u for u, s in link_statuses(project.staging, "books").items() if s == "gone"]
     assert len(gone) == 529 - 63
     run, pages = project.harvest_pages("books")
     assert (run, len(pages), sum(outcome != "ok" for outcome in pages.values())) == (1, 68, 13)  # 68 fetched, 13 failed
