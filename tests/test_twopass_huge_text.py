@@ -2,7 +2,7 @@
 through the real daemon, the field is stored whole (and so is every field after it), never cut."""
 from __future__ import annotations
 
-from tests.test_twopass_e2e import statuses
+from tests.conftest import link_statuses
 
 BIG = 10_500_000  # characters in one text node: over libxml2's limit without huge_tree
 
@@ -31,6 +31,6 @@ def test_a_text_node_over_ten_million_characters_is_stored_whole(server, project
         assert len(rows["big"]["body"]) == BIG and rows["big"]["body"] == "x" * BIG
         assert rows["big"]["after"] == "the field after it" and rows["big"]["title"] == "Big object"
     else:
-        assert statuses(project, "objects")[server.url("/obj/big")] != "done"
+        assert link_statuses(project.staging, "objects")[server.url("/obj/big")] != "done"
         assert server.url("/obj/big") in project.log("errors.log")
     assert "big" in rows  # what this code does: MAX_BYTES bounds the page, so its text is read whole
