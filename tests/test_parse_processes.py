@@ -120,6 +120,36 @@ def test_a_parse_process_that_dies_is_replaced_and_only_its_own_work_fails():
         pool.close()
 
 
+def resident_mib() -> float:
+    """In a parse process: its resident memory, MiB."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:", 1)[1].split()[0]) / 1024
+
+
+def hold_one_in(blocks: int) -> float:
+    """In a parse process: a body's kind of garbage (many blocks of 1 KB, lxml's and nh3's size, from the
+    heap) freed but for one in 64, which keeps the holes from joining into a heap top malloc gives back on
+    its own; returns the resident MiB at its peak."""
+    made = [bytes(1024) for _ in range(blocks)]
+    peak = resident_mib()
+    hold_one_in.kept = made[::64]  # type: ignore[attr-defined]  # alive until the next call
+    return peak
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim and /proc: Linux")
+def test_what_a_body_freed_goes_back_to_the_system_before_the_next_body():
+    """A parse process trims malloc's free memory between bodies when it waits for work or holds over
+    TRIM_ABOVE free, not after each body (the next one would fault the same pages in again)."""
+    pool = CpuPool(1)
+    try:
+        peak = pool.run(hold_one_in, 200_000)  # 200 MiB
+        after = pool.run(resident_mib)
+    finally:
+        pool.close()
+    assert peak > 200
+    assert after < peak - 150, f"{after:.0f} MiB resident after a peak of {peak:.0f} MiB"
+
+
 class Sent(CpuPool):
     """The work done here, each piece kept as it would be sent to a parse process (pickled)."""
 

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from .cpu_slots import cores
-from .memory import trim_heap
+from .memory import free_heap_bytes, give_large_blocks_back, trim_heap
 
 T = TypeVar("T")
 # A source's settings hold read-only mappings (its headers, a JSON API's map); pickled as the dict they show.
@@ -66,12 +66,20 @@ class ParseTimeoutError(ProcessDiedError):
     """The work ran past the pool's time limit: its process was ended (or, in a thread, its result refused)."""
 
 
-def _then_trim(work: Callable[..., T], args: tuple, kwargs: dict) -> T:
-    """In a pool process: the work, then what it freed handed back to the system (glibc keeps freed
-    memory for later use; a body of several MiB would leave the process that large for good)."""
-    try:
-        return work(*args, **kwargs)
-    finally:
+# A pool process hands what malloc holds free back to the system (glibc keeps freed memory for later use: a
+# body of several MiB would leave the process that large for good) when no work came for IDLE_BEFORE_TRIM
+# seconds, or when more than TRIM_ABOVE bytes lie free. Not after every body: the next body then faults the
+# same pages in again (a first poll of 1,000 real feeds: 500,000 page faults, 1.0 CPU s of its 12; docs/benchmarks.md).
+IDLE_BEFORE_TRIM = 0.05
+TRIM_ABOVE = 64 << 20
+
+
+def _trim_if_idle_or_large(conn: Connection) -> None:
+    if not conn.poll(IDLE_BEFORE_TRIM):
+        trim_heap()
+        return
+    free = free_heap_bytes()
+    if free is None or free > TRIM_ABOVE:
         trim_heap()
 
 
@@ -79,6 +87,7 @@ def _child_start(daemon: int) -> None:
     # What the forkserver loaded is shared with it until written to: a collection scanning those objects
     # would write to each one's header, so they are set aside from the collector for good.
     gc.freeze()
+    give_large_blocks_back()  # as the daemon's own process does (parser/core/memory.py): 25 MiB less PSS a first poll
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(target=_end_with, args=(daemon,), name="end-with-daemon", daemon=True).start()
@@ -112,6 +121,7 @@ def _serve(conn: Connection, daemon: int) -> None:
     """A parse process: one piece of work at a time from `conn`, its value or exception sent back."""
     _child_start(daemon)
     while True:
+        _trim_if_idle_or_large(conn)
         try:
             task = conn.recv()
         except EOFError:
@@ -120,7 +130,7 @@ def _serve(conn: Connection, daemon: int) -> None:
             return
         work, args, kwargs = task
         try:
-            answer = ("ok", _then_trim(work, args, kwargs))
+            answer = ("ok", work(*args, **kwargs))
         except BaseException as exc:  # the work's own error goes back to the thread that asked
             answer = ("error", exc)
         try:
@@ -298,7 +308,9 @@ class CpuPool:
         with self._changed:
             if not worker.ended and worker.tasks < TASKS_PER_PROCESS and not self._closed:
                 self._idle.append(worker)
-                self._changed.notify_all()
+                # One process free: one waiting thread can take it. notify_all woke every thread waiting
+                # (30 of a first poll's 32) for each body, and all but one went back to waiting.
+                self._changed.notify()
                 return
         worker.end(kill=False)
         with self._changed:

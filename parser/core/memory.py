@@ -45,6 +45,22 @@ def _mallopt(option: int, value: int, *, unless: str) -> bool:
     return bool(mallopt(option, value))
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes malloc holds free for later use (glibc 2.33+'s mallinfo2 fordblks); None where it cannot say."""
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    mallinfo2.restype = _MallInfo2
+    return int(mallinfo2().fordblks)
+
+
 def trim_heap() -> None:
     """Hand the memory malloc holds free back to the system (glibc's malloc_trim); nothing elsewhere."""
     try:
