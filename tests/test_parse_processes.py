@@ -7,6 +7,7 @@ a steady poll's line counting the unread entries as duplicates, a parse process 
 nothing, and no process left behind by a stop, a Ctrl-C or a kill -9."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -148,6 +149,38 @@ def test_what_a_body_freed_goes_back_to_the_system_before_the_next_body():
         pool.close()
     assert peak > 200
     assert after < peak - 150, f"{after:.0f} MiB resident after a peak of {peak:.0f} MiB"
+
+
+def descendants() -> set[int]:
+    """This process's descendants: its children (every thread's), theirs, and so on."""
+    found: set[int] = set()
+    parents = [os.getpid()]
+    while parents:
+        tasks = Path(f"/proc/{parents.pop()}/task")
+        with contextlib.suppress(FileNotFoundError):  # one that ended meanwhile has none
+            for task in tasks.iterdir():
+                kids = {int(pid) for pid in (task / "children").read_text().split()} - found
+                found |= kids
+                parents += kids
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="/proc: Linux")
+def test_a_closed_pool_leaves_no_process_behind_and_a_new_one_starts_again():
+    """The parse processes, the forkserver and the resource tracker all end with the pool (a --once's last
+    flush holds no helper's memory beside its own); a pool made after it starts them again."""
+    before = descendants()
+    pool = CpuPool(2)
+    assert pool.run(len, "abc") == 3
+    assert len(descendants() - before) == 4  # two parse processes, the forkserver, the resource tracker
+    pool.close()
+    assert descendants() - before == set()
+    again = CpuPool(1)
+    try:
+        assert again.run(len, "abcd") == 4
+    finally:
+        again.close()
+    assert descendants() - before == set()
 
 
 class Sent(CpuPool):
