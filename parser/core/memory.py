@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
+from functools import cache
 
 M_ARENA_MAX = -8  # glibc's malloc.h
 M_MMAP_THRESHOLD = -3
@@ -38,11 +40,8 @@ def _mallopt(option: int, value: int, *, unless: str) -> bool:
     (an operator's choice wins) or there is no glibc. True if set."""
     if os.environ.get(unless):
         return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(option, value))
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and bool(mallopt(option, value))
 
 
 class _MallInfo2(ctypes.Structure):
@@ -51,19 +50,26 @@ class _MallInfo2(ctypes.Structure):
                  "keepcost")]
 
 
-def free_heap_bytes() -> int | None:
-    """Bytes malloc holds free for later use (glibc 2.33+'s mallinfo2 fordblks); None where it cannot say."""
+@cache  # looked up once per process: a parse process asks for these around every body
+def _libc_function(name: str, restype: type | None = None) -> Callable | None:
+    """The C library's function `name` (its result typed `restype`), None where there is none (musl, macOS)."""
     try:
-        mallinfo2 = ctypes.CDLL(None).mallinfo2
+        function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    mallinfo2.restype = _MallInfo2
-    return int(mallinfo2().fordblks)
+    if restype is not None:
+        function.restype = restype
+    return function
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes malloc holds free for later use (glibc 2.33+'s mallinfo2 fordblks); None where it cannot say."""
+    mallinfo2 = _libc_function("mallinfo2", _MallInfo2)
+    return None if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def trim_heap() -> None:
     """Hand the memory malloc holds free back to the system (glibc's malloc_trim); nothing elsewhere."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    malloc_trim = _libc_function("malloc_trim")
+    if malloc_trim is not None:
+        malloc_trim(0)
