@@ -85,7 +85,8 @@ class _Read(typing.Generic[T]):
         self.name = name
 
     def __get__(self, state: SourceState, owner: type | None = None) -> T:
-        return typing.cast(T, getattr(state._saved, self.name))
+        value: T = getattr(state._saved, self.name)  # read on every poll: no call beyond the getattr
+        return value
 
     def __set__(self, state: SourceState, value: object) -> None:
         raise AttributeError(f"SourceState.{self.name} changes only through a transition")
